@@ -242,13 +242,15 @@ def load_source(source: Mapping[str, Any], *, mirror: str | os.PathLike | None =
         path = Path(source["path"])
         if not path.exists():
             raise FileNotFoundError(f"dataset file {path} does not exist")
-    if fmt == "squad_json" and path is not None:
-        return load_squad_json(path)
-    if fmt == "squad_flat_json" and path is not None:
-        return load_flat_json(path)
+    if path is not None and fmt in ("squad_json", "squad_flat_json"):
+        df = load_squad_json(path) if fmt == "squad_json" else load_flat_json(path)
+        df.attrs["source"] = str(path)
+        return df
     hub = source.get("hub")
     if hub:
-        return load_hub(hub["name"], hub.get("config"), hub["split"])
+        df = load_hub(hub["name"], hub.get("config"), hub["split"])
+        df.attrs["source"] = f"hub:{hub['name']}/{hub.get('config') or ''}:{hub['split']}"
+        return df
     raise FileNotFoundError(
         f"cannot load dataset source {dict(source)}: no file in the mirror ({MIRROR_ENV}="
         f"{os.environ.get(MIRROR_ENV)!r}), no local path, and no hub fallback"
@@ -295,3 +297,23 @@ def read_qa_parquet(path: str | os.PathLike) -> pd.DataFrame:
 
 def answers_of(df: pd.DataFrame) -> Sequence[Mapping[str, Any]]:
     return df["answers"].tolist()
+
+
+def read_heuristic_values(path: str | os.PathLike, heuristic: str, ids: Sequence[str]) -> np.ndarray:
+    """The values of one heuristic column of a heuristics parquet, aligned to ``ids``.
+
+    Fails naming the file when the column or some ids are missing (e.g. predictions made on another split)."""
+    table = pq.read_table(path)
+    if heuristic not in table.column_names:
+        raise DataValidationError(
+            f"{path}: no column {heuristic!r} (has {table.column_names[1:]}); add it to heuristics.names"
+        )
+    series = pd.Series(table.column(heuristic).to_numpy(), index=table.column("id").to_pylist())
+    ids = pd.Index([str(i) for i in ids])
+    missing = ids.difference(series.index)
+    if len(missing):
+        raise DataValidationError(
+            f"{path}: {len(missing)} of {len(ids)} ids have no {heuristic} value (first: {list(missing[:5])}); "
+            "the predictions and the heuristics must come from the same split"
+        )
+    return series.reindex(ids).to_numpy(dtype=float)

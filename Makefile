@@ -1,0 +1,69 @@
+# Set-up contract (README): `make demo` and `make test` on a fresh machine.
+SHELL := /bin/bash
+PYTHON ?= python3
+VENV ?= .venv
+BIN := $(VENV)/bin
+CORES ?= 2
+# The CPU build of torch that lies on disk on our 2-core machines; installed BEFORE the package so that the
+# multi-GB CUDA build is never pulled. On a GPU cluster install your CUDA torch into the venv first and run
+# `make TORCH_SPEC= demo` (an empty spec keeps the torch you have).
+TORCH_SPEC ?= torch==2.13.0
+
+# Offline data: ../shared (beside the clone) when it exists. SPURIOUS_DATA_MIRROR takes precedence over the hub;
+# with a mirror the run is offline (HF_HUB_OFFLINE=1), so nothing ever touches the network.
+SHARED ?= $(abspath ../shared)
+ifneq ($(wildcard $(SHARED)/data),)
+export SPURIOUS_DATA_MIRROR ?= $(SHARED)/data
+export HF_HUB_OFFLINE ?= 1
+export HF_DATASETS_OFFLINE ?= 1
+endif
+ifneq ($(wildcard $(SHARED)/nltk_data),)
+export NLTK_DATA ?= $(SHARED)/nltk_data
+endif
+export TOKENIZERS_PARALLELISM ?= false
+
+.PHONY: install install-dev demo report test lint unit bench clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/pip install -q --upgrade pip
+
+$(VENV)/.installed: $(BIN)/python pyproject.toml
+	$(if $(TORCH_SPEC),$(BIN)/pip install -q "$(TORCH_SPEC)")
+	$(BIN)/pip install -q -e .
+	touch $@
+
+$(VENV)/.installed-dev: $(VENV)/.installed
+	$(BIN)/pip install -q -e '.[dev]'
+	touch $@
+
+install: $(VENV)/.installed
+
+install-dev: $(VENV)/.installed-dev
+
+# The main workflow on the embedded config.yaml (offline, CPU), then the HTML report.
+demo: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
+	$(MAKE) report
+
+report: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --report results/report.html
+	@echo "Report: results/report.html; tables and figures: results/report/"
+
+lint: install-dev
+	$(BIN)/ruff check src tests benchmarks workflow_scripts
+	$(BIN)/snakefmt --check Snakefile rules
+	$(BIN)/snakemake --lint --cores 1
+
+unit: install-dev
+	$(BIN)/pytest -q
+
+test: lint unit
+
+bench: install-dev
+	$(BIN)/python benchmarks/bench_heuristics.py
+	$(BIN)/python benchmarks/bench_bias.py
+
+clean:
+	rm -rf results/* .snakemake
+	touch results/.gitkeep

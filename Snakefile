@@ -1,0 +1,49 @@
+"""spurious: measure and remove prediction shortcuts in NLP models.
+
+Run `snakemake --cores 2` (the embedded config.yaml) or `snakemake --configfile configs/<name>.yaml`.
+"""
+
+from pathlib import Path
+
+from snakemake.utils import min_version
+
+from spurious.config import validate_config
+
+min_version("9.27")
+
+
+configfile: "config.yaml"
+
+
+# Validate against schemas/config.schema.yaml (defaults filled in); a bad key fails naming it.
+config = validate_config(
+    config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
+)
+
+
+wildcard_constraints:
+    dataset=r"[a-z0-9_]+",
+    split=r"[a-z0-9_]+",
+    model=r"[a-z0-9_]+",
+    seed=r"\d+",
+    annotator=r"[0-2]",
+    heuristic=r"word-dist|sim-word|ans-pos|cos-sim|ans-len|sim-ents|subj-pos",
+    run=r"[a-z0-9_]+/(seed\d+|annotator[0-2])",
+
+
+include: "rules/common.smk"
+include: "rules/data.smk"
+include: "rules/heuristics.smk"
+include: "rules/train.smk"
+include: "rules/predict.smk"
+include: "rules/bias.smk"
+include: "rules/report.smk"
+
+
+report: "report/workflow.rst"
+
+
+rule all:
+    default_target: True
+    input:
+        all_targets(),

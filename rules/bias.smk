@@ -1,0 +1,59 @@
+# Stage 5: prediction bias (paper §3, Algorithm 1, App. C): threshold search with bootstrapped intervals, per
+# (run, dataset, split, heuristic); the Human row; and the reusable split step that writes a heuristic's
+# biased and unbiased segments.
+
+
+rule bias:
+    """Search the heuristic's threshold maximising the EM-interval distance between its two segments."""
+    input:
+        predictions="results/predictions/{run}/{dataset}/{split}.parquet",
+        heuristics="results/heuristics/{dataset}/{split}.parquet",
+    output:
+        "results/bias/{run}/{dataset}/{split}/{heuristic}.json",
+    log:
+        "results/logs/bias/{run}/{dataset}_{split}_{heuristic}.log",
+    benchmark:
+        "results/benchmarks/bias/{run}/{dataset}_{split}_{heuristic}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        sample_size=config["bias"]["sample_size"],
+        iterations=config["bias"]["iterations"],
+        with_replacement=config["bias"]["with_replacement"],
+        seed=config["bias"]["seed"],
+    script:
+        "../workflow_scripts/bias.py"
+
+
+rule human_bias:
+    """Natural (Human) prediction bias: the minimum over the three annotators (paper §3, Interpretation)."""
+    input:
+        expand(
+            "results/bias/human/annotator{annotator}/{{dataset}}/{{split}}/{{heuristic}}.json",
+            annotator=HUMAN_ANNOTATORS,
+        ),
+    output:
+        "results/bias/human/{dataset}/{split}/{heuristic}.json",
+    log:
+        "results/logs/bias/human/{dataset}_{split}_{heuristic}.log",
+    conda:
+        "../envs/spurious.yaml"
+    script:
+        "../workflow_scripts/human_bias.py"
+
+
+rule segments:
+    """The split step: a split's biased and unbiased segments at the threshold a model's bias search found."""
+    input:
+        bias="results/bias/{model}/seed{seed}/{dataset}/{split}/{heuristic}.json",
+        heuristics="results/heuristics/{dataset}/{split}.parquet",
+        data=lambda w: split_file(w.dataset, w.split),
+    output:
+        biased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/biased.parquet",
+        unbiased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/unbiased.parquet",
+    log:
+        "results/logs/segments/{model}_seed{seed}_{dataset}_{split}_{heuristic}.log",
+    conda:
+        "../envs/spurious.yaml"
+    script:
+        "../workflow_scripts/segments.py"

@@ -1,0 +1,40 @@
+# Stage 1: datasets. Download (or read from the offline mirror), validate and normalise each declared split;
+# derive train/validation splits by article title where the config asks for it.
+
+
+localrules:
+    download,
+
+
+rule download:
+    """Load one declared split (mirror > local path > hub), validate every record, write the normalised parquet."""
+    output:
+        "results/data/{dataset}/{split}.parquet",
+    log:
+        "results/logs/data/download_{dataset}_{split}.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        source=lambda w: config["datasets"][w.dataset]["splits"][w.split],
+        on_invalid=lambda w: config["datasets"][w.dataset]["on_invalid"],
+    script:
+        "../workflow_scripts/download.py"
+
+
+rule derive_splits:
+    """Split one split into train/validation by article title with a seed (no article on both sides)."""
+    input:
+        lambda w: split_file(w.dataset, config["datasets"][w.dataset]["derive"]["from"]),
+    output:
+        train="results/data/{dataset}/derived_s{seed}/train.parquet",
+        validation="results/data/{dataset}/derived_s{seed}/validation.parquet",
+    log:
+        "results/logs/data/derive_{dataset}_s{seed}.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        validation_fraction=lambda w: config["datasets"][w.dataset]["derive"][
+            "validation_fraction"
+        ],
+    script:
+        "../workflow_scripts/derive_splits.py"

@@ -1,0 +1,48 @@
+# Stage 4: per-example predictions and SQuAD v1.1 EM/F1 of every model on every evaluated split, and the three
+# SQuAD annotators scored against each other (the Human reference).
+
+
+rule predict:
+    """Predict answers for every question of a split; score each (id, prediction_text, em, f1)."""
+    input:
+        model="results/models/{model}/seed{seed}/model",
+        data=lambda w: split_file(w.dataset, w.split),
+    output:
+        predictions="results/predictions/{model}/seed{seed}/{dataset}/{split}.parquet",
+        metrics="results/predictions/{model}/seed{seed}/{dataset}/{split}.metrics.json",
+    log:
+        "results/logs/predict/{model}_seed{seed}_{dataset}_{split}.log",
+    benchmark:
+        "results/benchmarks/predict/{model}_seed{seed}_{dataset}_{split}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        max_length=lambda w: model_config(w)["training"]["max_length"],
+        stride=lambda w: model_config(w)["training"]["stride"],
+        eval_batch_size=lambda w: model_config(w)["training"]["eval_batch_size"],
+        device=lambda w: model_config(w)["training"]["device"],
+        bf16=lambda w: model_config(w)["training"]["bf16"],
+    script:
+        "../workflow_scripts/predict.py"
+
+
+rule human_predictions:
+    """Annotator k's answer scored against the other two of the first three gold answers (questions with fewer
+    than three answers are skipped and counted)."""
+    input:
+        data=lambda w: split_file(w.dataset, w.split),
+    output:
+        predictions="results/predictions/human/annotator{annotator}/{dataset}/{split}.parquet",
+        metrics="results/predictions/human/annotator{annotator}/{dataset}/{split}.metrics.json",
+    log:
+        "results/logs/predict/human_annotator{annotator}_{dataset}_{split}.log",
+    benchmark:
+        "results/benchmarks/predict/human_annotator{annotator}_{dataset}_{split}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    script:
+        "../workflow_scripts/human_predictions.py"

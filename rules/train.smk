@@ -1,0 +1,34 @@
+# Stage 3: fine-tune a QA model. Resumable checkpoints live OUTSIDE the declared outputs (Snakemake deletes the
+# outputs of a failed job), in results/_checkpoints/<model>/seed<seed>/<settings hash>; they are removed only
+# after the job succeeds. GPU requests live in profiles/slurm, never here.
+
+
+rule train:
+    """Fine-tune an extractive QA model on the configured train split (early stopping on the validation split)."""
+    input:
+        train=lambda w: split_file(
+            model_config(w)["train"]["dataset"], model_config(w)["train"]["split"]
+        ),
+        validation=lambda w: split_file(
+            model_config(w)["validation"]["dataset"],
+            model_config(w)["validation"]["split"],
+        ),
+    output:
+        model=directory("results/models/{model}/seed{seed}/model"),
+        summary="results/models/{model}/seed{seed}/training.json",
+    log:
+        "results/logs/train/{model}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{model}_seed{seed}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    params:
+        checkpoint=lambda w: model_config(w)["checkpoint"],
+        settings=training_settings,
+        checkpoint_dir=lambda w: f"results/_checkpoints/{w.model}/seed{w.seed}/{settings_key(training_settings(w))}",
+    script:
+        "../workflow_scripts/train.py"

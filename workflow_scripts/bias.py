@@ -1,0 +1,36 @@
+"""Adapter: prediction bias of one run (a model seed or an annotator) on one split for one heuristic."""
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from spurious import bias, data, io, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+w = snakemake.wildcards
+predictions = pd.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
+values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
+result = bias.search_threshold(
+    values,
+    predictions["em"].to_numpy(),
+    predictions["f1"].to_numpy(),
+    heuristic=w.heuristic,
+    sample_size=snakemake.params.sample_size,
+    iterations=snakemake.params.iterations,
+    seed=snakemake.params.seed,
+    with_replacement=snakemake.params.with_replacement,
+)
+owner, run = w.run.split("/")
+identity = {"model": "Human", "annotator": int(run.removeprefix("annotator"))} if owner == "human" else {
+    "model": owner,
+    "seed": int(run.removeprefix("seed")),
+}
+result = {**identity, "dataset": w.dataset, "split": w.split, **result}
+log.info(
+    "%s: found %s, threshold %s, prediction bias %.2f", w.heuristic, result["found"], result["threshold"],
+    result["prediction_bias"],
+)
+io.write_json(result, snakemake.output[0])
