@@ -12,7 +12,11 @@ from spurious.config import validate_config
 min_version("9.27")
 
 
-configfile: "config.yaml"
+# config.yaml is the embedded default; a --configfile REPLACES it (Snakemake would merge the two otherwise,
+# mixing the demo's models into a paper run). --config key=value still overrides either.
+if not workflow.overwrite_configfiles:
+
+    configfile: "config.yaml"
 
 
 # Validate against schemas/config.schema.yaml (defaults filled in); a bad key fails naming it.

@@ -103,6 +103,8 @@ def _check_references(cfg: dict[str, Any]) -> None:
             )
 
     for name, model in cfg["models"].items():
+        if name == "human":
+            problems.append("config key 'models.human': the name 'human' is reserved for the annotators' Human row")
         check_ref(model["train"], f"models.{name}.train")
         check_ref(model["validation"], f"models.{name}.validation")
     for i, ref in enumerate(cfg["evaluate"]):

@@ -1,0 +1,86 @@
+"""The config schema: defaults filled in, bad keys and values named, cross-references checked."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import yaml
+
+from spurious.config import ConfigError, validate_config
+from tests.conftest import REPO
+
+
+def _default() -> dict:
+    return yaml.safe_load((REPO / "config.yaml").read_text())
+
+
+@pytest.mark.parametrize("path", [REPO / "config.yaml", *sorted((REPO / "configs").glob("*.yaml"))], ids=str)
+def test_shipped_configs_validate(path):
+    cfg = validate_config(yaml.safe_load(path.read_text()))
+    assert cfg["heuristics"]["names"]
+
+
+def test_defaults_are_filled_in():
+    cfg = _default()
+    del cfg["bias"]
+    cfg["models"]["minilm"]["training"] = {}
+    out = validate_config(cfg)
+    assert out["bias"] == {"sample_size": 800, "iterations": 100, "with_replacement": False, "seed": 0}
+    # App. B.1 defaults.
+    training = out["models"]["minilm"]["training"]
+    assert (training["learning_rate"], training["batch_size"], training["epochs"]) == (2e-5, 16, 3)
+    assert (training["eval_every"], training["early_stopping_patience"]) == (200, 10)
+    assert cfg["models"]["minilm"]["training"] == {}, "the input config must not be modified"
+
+
+def test_unknown_key_is_named_with_allowed_keys():
+    cfg = _default()
+    cfg["bias"]["samplesize"] = 5
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    assert "'bias'" in str(err.value) and "samplesize" in str(err.value) and "sample_size" in str(err.value)
+
+
+def test_bad_value_is_named_with_allowed_values():
+    cfg = _default()
+    cfg["heuristics"]["compat"] = "authors"
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    assert "heuristics.compat" in str(err.value) and "isbiased" in str(err.value)
+    cfg = _default()
+    cfg["bias"]["sample_size"] = 0
+    with pytest.raises(ConfigError, match="bias.sample_size"):
+        validate_config(cfg)
+
+
+def test_unknown_heuristic_and_bad_names():
+    cfg = _default()
+    cfg["heuristics"]["names"] = ["word-dist", "wordiness"]
+    with pytest.raises(ConfigError, match=r"heuristics.names.1"):
+        validate_config(cfg)
+    cfg = _default()
+    cfg["models"]["MiniLM"] = cfg["models"].pop("minilm")
+    with pytest.raises(ConfigError, match="MiniLM"):
+        validate_config(cfg)
+
+
+def test_cross_references_are_checked():
+    cfg = _default()
+    cfg["evaluate"] = [{"dataset": "squad", "split": "test"}]
+    cfg["segments"] = []
+    with pytest.raises(ConfigError, match=r"evaluate.0.split.*available: \['dev', 'train', 'validation'\]"):
+        validate_config(cfg)
+    cfg = _default()
+    cfg["models"]["minilm"]["train"] = {"dataset": "nq", "split": "train"}
+    with pytest.raises(ConfigError, match="unknown dataset 'nq'"):
+        validate_config(cfg)
+    cfg = _default()
+    cfg["datasets"]["squad"]["splits"]["train"] = copy.deepcopy(cfg["datasets"]["squad"]["splits"]["dev"])
+    with pytest.raises(ConfigError, match="clash with the derived splits"):
+        validate_config(cfg)
+    cfg = _default()
+    cfg["segments"][0]["heuristic"] = "cos-sim"
+    cfg["heuristics"]["names"] = ["word-dist"]
+    with pytest.raises(ConfigError, match="segments.0.heuristic"):
+        validate_config(cfg)
