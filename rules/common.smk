@@ -21,9 +21,8 @@ def model_runs():
 
 
 def evaluated_runs():
-    """Prediction runs measured for bias: every trained model and seed, plus the three annotators."""
-    runs = [f"{name}/seed{seed}" for name, seed in model_runs()]
-    return runs
+    """Prediction runs of the trained models: '<model>/seed<seed>'."""
+    return [f"{name}/seed{seed}" for name, seed in model_runs()]
 
 
 def human_splits():
@@ -45,11 +44,17 @@ def bias_results():
 
 
 def metrics_files():
-    return [
+    files = [
         f"results/predictions/{run}/{ref['dataset']}/{ref['split']}.metrics.json"
         for ref in config["evaluate"]
         for run in evaluated_runs()
     ]
+    for dataset, split in human_splits():
+        files += [
+            f"results/predictions/human/annotator{k}/{dataset}/{split}.metrics.json"
+            for k in HUMAN_ANNOTATORS
+        ]
+    return files
 
 
 def segment_files():

@@ -24,11 +24,12 @@ result = bias.search_threshold(
     with_replacement=snakemake.params.with_replacement,
 )
 owner, run = w.run.split("/")
-identity = {"model": "Human", "annotator": int(run.removeprefix("annotator"))} if owner == "human" else {
-    "model": owner,
-    "seed": int(run.removeprefix("seed")),
-}
-result = {**identity, "dataset": w.dataset, "split": w.split, **result}
+# "seed" in the result is the bootstrap's sampling seed; the model's training seed is "model_seed".
+if owner == "human":
+    identity = {"model": "Human", "annotator": int(run.removeprefix("annotator"))}
+else:
+    identity = {"model": owner, "model_seed": int(run.removeprefix("seed"))}
+result = {**identity, "run": w.run, "dataset": w.dataset, "split": w.split, **result}
 log.info(
     "%s: found %s, threshold %s, prediction bias %.2f", w.heuristic, result["found"], result["threshold"],
     result["prediction_bias"],

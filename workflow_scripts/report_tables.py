@@ -11,14 +11,23 @@ log = runlog.setup(snakemake)
 out = snakemake.output
 results = [io.read_json(path) for path in snakemake.input.bias]
 metrics = [io.read_json(path) for path in snakemake.input.metrics]
-paper_names = {k: v for k, v in snakemake.params.paper_names.items() if v}
-paper_run = next(iter(paper_names.values()), None)
-log.info("%d bias results, %d metrics files, paper run %s", len(results), len(metrics), paper_run)
+# A model trained with several seeds gets one row per seed.
+seeds: dict[str, set[int]] = {}
+for r in results:
+    if "model_seed" in r:
+        seeds.setdefault(r["model"], set()).add(r["model_seed"])
+paper_names = {model: name for model, name in snakemake.params.paper_names.items() if name}
+paper_run = {}
+for r in results:
+    base = r["model"]
+    if len(seeds.get(base, ())) > 1:
+        r["model"] = f"{base} (seed {r['model_seed']})"
+    if base in paper_names:
+        paper_run[r["model"]] = paper_names[base]
+paper_run = paper_run or None
+log.info("%d bias results, %d metrics files, paper runs %s", len(results), len(metrics), paper_run)
 
-bias_table = report.bias_table(results, paper_run=paper_run)
-report.write_table(bias_table, out.bias_csv, out.bias_md, caption=report.bias_caption(results, snakemake.params.title))
-thresholds = report.thresholds_table(results, paper_run=paper_run)
-report.write_table(thresholds, out.thresholds_csv, out.thresholds_md, caption="Thresholds and segment sizes (App. C)")
-scores = report.scores_table(metrics)
-report.write_table(scores, out.scores_csv, out.scores_md, caption="SQuAD v1.1 EM / F1")
-report.figure2(results, out.figure_png, out.figure_svg)
+report.write_table(report.bias_table(results, paper_run=paper_run), out.bias_csv, out.bias_md)
+report.write_table(report.thresholds_table(results, paper_run=paper_run), out.thresholds_csv, out.thresholds_md)
+report.write_table(report.scores_table(metrics), out.scores_csv, out.scores_md)
+report.figure2(results, out.figure_png, out.figure_svg, title=snakemake.params.title)

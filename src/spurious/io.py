@@ -28,6 +28,10 @@ def atomic_path(path: str | os.PathLike, suffix: str | None = None) -> Iterator[
     )
     os.close(fd)
     tmp_path = Path(tmp)
+    # mkstemp creates the file private (0600); give it the mode a plain open() would (umask applied).
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp_path, 0o666 & ~umask)
     try:
         yield tmp_path
         os.replace(tmp_path, target)

@@ -1,0 +1,537 @@
+"""The ``spurious`` command line: annotate heuristics, evaluate predictions, measure prediction bias, report.
+
+Subcommands::
+
+    spurious annotate DATA.json OUT.parquet [--heuristics h1,h2] [--compat isbiased] [--threads N]
+    spurious evaluate DATA.json PREDICTIONS.json [--per-example OUT.parquet]
+    spurious bias DATA.json PREDICTIONS.json [--heuristics ...] [--sample-size 800] [--iterations 100] [--seed 0]
+                  [--with-replacement] [--compat isbiased] [--json OUT.json]
+    spurious report RESULT.json [...] --out-dir DIR [--paper-run BERT-Base]
+
+``DATA.json`` is the official SQuAD v1.1 JSON (an object with a ``data`` list of articles) or a JSON list of flat
+records (``id, context, question, answers{text, answer_start}``), plain or ``.gz``. ``PREDICTIONS.json`` is the
+official prediction format, an object ``{question id: answer text}``.
+
+User errors (a missing or malformed file, an unknown heuristic, predictions missing ids, invalid records) print one
+message naming the file and the fix on stderr and exit with status 2, without a traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import json
+import logging
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+log = logging.getLogger("spurious.cli")
+
+EXIT_USAGE = 2
+
+# The heuristic names (spurious.heuristics.HEURISTICS); repeated here so that parsing arguments and the error messages
+# do not import the heavy module (spaCy, scikit-learn). A test checks that both agree.
+HEURISTIC_NAMES: tuple[str, ...] = ("word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos")
+COMPAT_CHOICES: tuple[str, ...] = ("isbiased",)
+
+
+class CLIError(Exception):
+    """A user error: reported as one line on stderr, exit status 2."""
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# input
+
+
+def _open_text(path: Path):
+    if path.suffix == ".gz":
+        return gzip.open(path, "rt", encoding="utf-8")
+    return open(path, encoding="utf-8")
+
+
+def _read_json_file(path: Path, what: str) -> Any:
+    if not path.exists():
+        raise CLIError(f"{what} file {path} does not exist; check the path")
+    if path.is_dir():
+        raise CLIError(f"{what} file {path} is a directory; pass the JSON file")
+    try:
+        with _open_text(path) as fh:
+            return json.load(fh)
+    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
+        raise CLIError(f"{what} file {path} is not valid JSON ({exc}); pass a JSON file (plain or .gz)") from exc
+
+
+def _is_official_squad(payload: Any) -> bool:
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
+        return False
+    first = payload["data"][0] if payload["data"] else {}
+    return isinstance(first, dict) and "paragraphs" in first
+
+
+def load_data(path: str | os.PathLike, *, on_invalid: str = "error") -> tuple[pd.DataFrame, dict[str, Any]]:
+    """Load a dataset file (official SQuAD JSON or flat records, detected), validate it, return (frame, info).
+
+    ``info``: ``format`` ("squad_json" / "squad_flat_json"), ``version`` (official files), and the validation summary.
+    """
+    from spurious.data import DataValidationError, load_flat_json, load_squad_json, validate_records
+
+    path = Path(path)
+    payload = _read_json_file(path, "data")
+    info: dict[str, Any] = {"path": str(path)}
+    try:
+        if _is_official_squad(payload):
+            info["format"] = "squad_json"
+            info["version"] = payload.get("version")
+            frame = load_squad_json(path)
+        elif isinstance(payload, list) or (isinstance(payload, dict) and isinstance(payload.get("data"), list)):
+            info["format"] = "squad_flat_json"
+            frame = load_flat_json(path)
+        else:
+            raise CLIError(
+                f"data file {path}: neither the official SQuAD JSON (an object with a 'data' list of articles with "
+                "'paragraphs') nor a JSON list of records with id, context, question, answers{text, answer_start}"
+            )
+        del payload
+        if frame.empty:
+            raise CLIError(f"data file {path} holds no questions")
+        frame, summary = validate_records(frame, source=str(path), on_invalid=on_invalid)
+    except DataValidationError as exc:
+        message = str(exc)
+        if "on_invalid" in message:
+            message = message.replace("set on_invalid: drop for this dataset in the config", "pass --on-invalid drop")
+        raise CLIError(message) from exc
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CLIError(
+            f"data file {path}: malformed record ({type(exc).__name__}: {exc}); each question needs id, "
+            "question, context and answers with text and answer_start"
+        ) from exc
+    info.update(summary)
+    return frame, info
+
+
+def load_predictions(path: str | os.PathLike) -> dict[str, str]:
+    """Read official-format predictions ``{id: answer text}``."""
+    path = Path(path)
+    payload = _read_json_file(path, "predictions")
+    if not isinstance(payload, dict):
+        raise CLIError(
+            f"predictions file {path}: expected a JSON object {{question id: answer text}} (the official SQuAD "
+            f"prediction format), got a JSON {type(payload).__name__}"
+        )
+    bad = [k for k, v in payload.items() if not isinstance(v, str)]
+    if bad:
+        raise CLIError(
+            f"predictions file {path}: {len(bad)} answer(s) are not strings (first ids: {', '.join(bad[:5])}); "
+            "each value must be the predicted answer text"
+        )
+    return {str(k): v for k, v in payload.items()}
+
+
+def _check_predictions(frame: pd.DataFrame, predictions: dict[str, str], path: str, allow_missing: bool) -> None:
+    ids = frame["id"].astype(str).tolist()
+    missing = [i for i in ids if i not in predictions]
+    if not missing:
+        return
+    if not allow_missing:
+        raise CLIError(
+            f"predictions file {path} has no answer for {len(missing)} of {len(ids)} questions (first ids: "
+            f"{', '.join(missing[:5])}); predict every question of the data file, or pass --allow-missing to score "
+            "them 0 like the official script"
+        )
+    for qid in missing:  # the official script's message, on stderr
+        print(f"Unanswered question {qid} will receive score 0.", file=sys.stderr)
+
+
+def parse_heuristics(text: str | None) -> list[str]:
+    """``"word-dist,ans-len"`` → a validated list (all heuristics when ``text`` is None, empty or ``all``)."""
+    if text is None or text.strip() in ("", "all"):
+        return list(HEURISTIC_NAMES)
+    names = [h.strip() for h in text.split(",") if h.strip()]
+    unknown = [h for h in names if h not in HEURISTIC_NAMES]
+    if unknown:
+        raise CLIError(
+            f"unknown heuristic(s) {', '.join(unknown)} in --heuristics; choose from {', '.join(HEURISTIC_NAMES)} "
+            "(comma-separated)"
+        )
+    return list(dict.fromkeys(names))
+
+
+def parse_variants(items: Sequence[str] | None) -> dict[str, str]:
+    variants: dict[str, str] = {}
+    for item in items or ():
+        heuristic, sep, name = item.partition("=")
+        if not sep or not heuristic or not name:
+            raise CLIError(f"--variant {item!r}: expected HEURISTIC=VARIANT, e.g. word-dist=between")
+        variants[heuristic.strip()] = name.strip()
+    return variants
+
+
+def _annotate_frame(frame: pd.DataFrame, args: argparse.Namespace, heuristics: list[str]) -> pd.DataFrame:
+    from spurious.heuristics import compute_heuristics
+
+    tfidf_contexts = None
+    if "cos-sim" in heuristics and args.tfidf_reference:
+        reference, _ = load_data(args.tfidf_reference, on_invalid="drop")
+        tfidf_contexts = reference["context"].tolist()  # one per question, as the authors fit on SQuAD-train rows
+    try:
+        return compute_heuristics(
+            frame,
+            heuristics,
+            compat=args.compat,
+            variants=parse_variants(args.variant) or None,
+            tfidf_contexts=tfidf_contexts if tfidf_contexts is not None else frame["context"].tolist(),
+            threads=args.threads,
+        )
+    except ValueError as exc:
+        msg = str(exc)
+        if msg.startswith(("unknown heuristic", "no heuristic", "unknown compat", "variants")):  # argument errors
+            raise CLIError(msg) from exc
+        raise
+
+
+def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[str]) -> pd.DataFrame:
+    p = Path(path)
+    if not p.exists():
+        raise CLIError(f"heuristics file {p} does not exist; create it with `spurious annotate`")
+    table = pd.read_parquet(p)
+    missing_cols = [c for c in ["id", *heuristics] if c not in table.columns]
+    if missing_cols:
+        raise CLIError(
+            f"heuristics file {p} lacks column(s) {', '.join(missing_cols)}; re-run `spurious annotate` "
+            "with those heuristics or drop them from --heuristics"
+        )
+    table = table.assign(id=table["id"].astype(str)).drop_duplicates("id").set_index("id")
+    ids = frame["id"].astype(str)
+    absent = [i for i in ids if i not in table.index]
+    if absent:
+        raise CLIError(
+            f"heuristics file {p} has no row for {len(absent)} question(s) of the data file (first ids: "
+            f"{', '.join(absent[:5])}); annotate this data file"
+        )
+    return table.loc[ids.tolist(), heuristics].reset_index()
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# commands
+
+
+def cmd_annotate(args: argparse.Namespace) -> int:
+    from spurious.io import write_parquet
+
+    heuristics = parse_heuristics(args.heuristics)
+    frame, info = load_data(args.data, on_invalid=args.on_invalid)
+    values = _annotate_frame(frame, args, heuristics)
+    metadata = {
+        "source": str(args.data),
+        "heuristics": heuristics,
+        "compat": args.compat,
+        "variants": parse_variants(args.variant),
+        "tfidf_reference": str(args.tfidf_reference) if args.tfidf_reference else "self",
+        "validation": {k: info[k] for k in ("n_input", "n_dropped") if k in info},
+    }
+    write_parquet(values, args.out, metadata=metadata)
+    print(f"wrote {len(values)} rows x {len(heuristics)} heuristics to {args.out}", file=sys.stderr)
+    return 0
+
+
+def _warn_version(info: dict[str, Any]) -> None:
+    version = info.get("version")
+    if info.get("format") == "squad_json" and version is not None and version != "1.1":
+        print(f"Evaluation expects v-1.1, but got dataset with v-{version}", file=sys.stderr)
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from spurious.metrics import evaluate, score_predictions
+
+    frame, info = load_data(args.data, on_invalid=args.on_invalid)
+    _warn_version(info)
+    predictions = load_predictions(args.predictions)
+    _check_predictions(frame, predictions, str(args.predictions), args.allow_missing)
+    scores = evaluate(frame, predictions, allow_missing=args.allow_missing)
+    if args.per_example:
+        from spurious.io import write_parquet
+
+        per_example = score_predictions(frame, predictions, allow_missing=args.allow_missing)
+        write_parquet(
+            per_example,
+            args.per_example,
+            metadata={"data": str(args.data), "predictions": str(args.predictions), **scores},
+        )
+    print(json.dumps({"exact_match": scores["exact_match"], "f1": scores["f1"]}))
+    return 0
+
+
+BIAS_TABLE_COLUMNS = (
+    "heuristic",
+    "found",
+    "threshold",
+    "prediction_bias",
+    "distance_f1",
+    "size_low",
+    "size_high",
+    "biased_group",
+    "n_dropped_negative",
+)
+
+
+def bias_summary(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
+    """One row per heuristic: threshold, prediction bias (EM), F1 distance, group sizes, biased group."""
+    rows = []
+    for r in results:
+        groups = r.get("groups") or {}
+        rows.append(
+            {
+                "heuristic": r["heuristic"],
+                "found": bool(r.get("found")),
+                "threshold": r.get("threshold"),
+                "prediction_bias": round(float(r.get("prediction_bias") or 0.0), 2),
+                "distance_f1": None if r.get("distance_f1") is None else round(float(r["distance_f1"]), 2),
+                "size_low": (groups.get("low") or {}).get("size"),
+                "size_high": (groups.get("high") or {}).get("size"),
+                "biased_group": r.get("biased_group"),
+                "n_dropped_negative": r.get("n_dropped_negative"),
+            }
+        )
+    return pd.DataFrame(rows, columns=list(BIAS_TABLE_COLUMNS))
+
+
+def _format_threshold(value: Any) -> str:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return "-"
+    return f"{float(value):.6g}"
+
+
+def cmd_bias(args: argparse.Namespace) -> int:
+    from spurious.bias import search_threshold
+    from spurious.metrics import score_predictions
+
+    heuristics = parse_heuristics(args.heuristics)
+    if args.sample_size < 1 or args.iterations < 1:
+        raise CLIError("--sample-size and --iterations must be positive integers")
+    if args.seed < 0:
+        raise CLIError("--seed must be a non-negative integer")
+    frame, info = load_data(args.data, on_invalid=args.on_invalid)
+    _warn_version(info)
+    predictions = load_predictions(args.predictions)
+    _check_predictions(frame, predictions, str(args.predictions), args.allow_missing)
+    if args.heuristics_file:
+        values = _load_heuristics_parquet(args.heuristics_file, frame, heuristics)
+    else:
+        values = _annotate_frame(frame, args, heuristics)
+    scores = score_predictions(frame, predictions, allow_missing=args.allow_missing)
+
+    model = args.model or Path(args.predictions).name.split(".")[0]
+    dataset = args.dataset or Path(args.data).name.split(".")[0]
+    results = []
+    for h in heuristics:
+        result = search_threshold(
+            values[h].to_numpy(),
+            scores["em"].to_numpy(),
+            scores["f1"].to_numpy(),
+            heuristic=h,
+            sample_size=args.sample_size,
+            iterations=args.iterations,
+            seed=args.seed,
+            with_replacement=args.with_replacement,
+            compat_accept_first_valid=args.accept_first_valid,
+        )
+        results.append({"model": model, "dataset": dataset, **result})
+
+    if args.json:
+        from spurious.io import write_json
+
+        write_json(results, args.json)
+    table = bias_summary(results)
+    em, f1 = float(scores["em"].mean()), float(scores["f1"].mean())
+    print(f"# {dataset}: {len(frame)} questions; predictions {model}: EM {em:.2f}, F1 {f1:.2f}")
+    print(
+        f"# bootstrap per segment: {args.iterations} draws of {args.sample_size} examples "
+        f"{'with' if args.with_replacement else 'without'} replacement, seed {args.seed}; "
+        "prediction_bias = EM-interval distance at the best threshold (0 = no threshold found)"
+    )
+    shown = table.assign(
+        threshold=[_format_threshold(t) for t in table["threshold"]],
+        distance_f1=["-" if v is None or pd.isna(v) else f"{v:.2f}" for v in table["distance_f1"]],
+        prediction_bias=[f"{v:.2f}" for v in table["prediction_bias"]],
+        size_low=["-" if v is None or pd.isna(v) else str(int(v)) for v in table["size_low"]],
+        size_high=["-" if v is None or pd.isna(v) else str(int(v)) for v in table["size_high"]],
+        biased_group=["-" if v is None or pd.isna(v) else v for v in table["biased_group"]],
+    )
+    print(shown.to_string(index=False))
+    return 0
+
+
+def cmd_report(args: argparse.Namespace) -> int:
+    from spurious import report
+
+    for p in args.results:
+        if not Path(p).exists():
+            raise CLIError(f"results file {p} does not exist; produce it with `spurious bias --json`")
+    try:
+        results = report.load_results(args.results)
+    except json.JSONDecodeError as exc:
+        raise CLIError(f"a results file is not valid JSON ({exc})") from exc
+    out = Path(args.out_dir)
+    try:
+        bias = report.bias_table(results, paper_run=args.paper_run)
+        thresholds = report.thresholds_table(results, paper_run=args.paper_run)
+    except ValueError as exc:
+        raise CLIError(f"{exc} (in {', '.join(map(str, args.results))})") from exc
+    report.write_table(bias, out / "prediction_bias.csv", out / "prediction_bias.md")
+    report.write_table(thresholds, out / "thresholds.csv", out / "thresholds.md")
+    report.figure2(results, out / "figure2.png", out / "figure2.svg")
+    print(report.format_markdown(bias, bias.attrs.get("caption")))
+    return 0
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# parser
+
+
+def _add_data_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--on-invalid",
+        choices=("error", "drop"),
+        default="error",
+        help="invalid records (no answer, answer_start not pointing at the answer, duplicate id): "
+        "stop with an error (default) or drop them",
+    )
+
+
+def _add_heuristic_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--heuristics",
+        default=None,
+        metavar="H1,H2",
+        help=f"comma-separated heuristics (default: all): {', '.join(HEURISTIC_NAMES)}",
+    )
+    p.add_argument(
+        "--compat",
+        choices=COMPAT_CHOICES,
+        default=None,
+        help="reproduce the authors' (isbiased) heuristic code, bugs included; default: the fixed definitions",
+    )
+    p.add_argument(
+        "--variant",
+        action="append",
+        metavar="HEURISTIC=NAME",
+        help="use the paper-text definition of a heuristic (e.g. word-dist=between); repeatable",
+    )
+    p.add_argument(
+        "--tfidf-reference",
+        default=None,
+        metavar="FILE",
+        help="fit cos-sim's TF-IDF on this data file's contexts (one per question; the paper uses "
+        "SQuAD-train) instead of the annotated file's own",
+    )
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="spaCy processes (default 1)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spurious",
+        description="Measure prediction shortcuts of QA models (Think Twice: heuristics, prediction bias).",
+    )
+    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) on stderr")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    p = sub.add_parser("annotate", help="compute heuristics for a QA data file → parquet (id + one column each)")
+    p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
+    p.add_argument("out", metavar="OUT.parquet")
+    _add_heuristic_options(p)
+    _add_data_options(p)
+    p.set_defaults(func=cmd_annotate)
+
+    p = sub.add_parser("evaluate", help="official SQuAD v1.1 EM/F1 of predictions (prints a JSON line)")
+    p.add_argument("data", metavar="DATA.json")
+    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
+    p.add_argument(
+        "--per-example",
+        default=None,
+        metavar="OUT.parquet",
+        help="also write the per-question scores (id, prediction_text, em, f1)",
+    )
+    p.add_argument(
+        "--allow-missing",
+        action="store_true",
+        help="score questions without a prediction 0 (the official script's behaviour) instead of failing",
+    )
+    _add_data_options(p)
+    p.set_defaults(func=cmd_evaluate)
+
+    p = sub.add_parser("bias", help="prediction bias of predictions per heuristic (threshold search, Alg. 1)")
+    p.add_argument("data", metavar="DATA.json")
+    p.add_argument("predictions", metavar="PREDICTIONS.json")
+    _add_heuristic_options(p)
+    p.add_argument(
+        "--heuristics-file",
+        default=None,
+        metavar="FILE.parquet",
+        help="use heuristics precomputed by `spurious annotate` instead of computing them",
+    )
+    p.add_argument("--sample-size", type=int, default=800, help="examples per bootstrap draw (default 800)")
+    p.add_argument("--iterations", type=int, default=100, help="bootstrap draws per segment (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    p.add_argument(
+        "--with-replacement",
+        action="store_true",
+        help="draw with replacement (a true bootstrap; the paper's code draws without)",
+    )
+    p.add_argument(
+        "--accept-first-valid",
+        action="store_true",
+        help="the reference code's rule: accept the first valid threshold even at distance 0",
+    )
+    p.add_argument("--allow-missing", action="store_true", help="score questions without a prediction 0")
+    p.add_argument("--model", default=None, help="model name stored in --json (default: the predictions file name)")
+    p.add_argument("--dataset", default=None, help="dataset name stored in --json (default: the data file name)")
+    p.add_argument(
+        "--json",
+        default=None,
+        metavar="OUT.json",
+        help="write the full search results (with the threshold grid) as a JSON list",
+    )
+    _add_data_options(p)
+    p.set_defaults(func=cmd_bias)
+
+    p = sub.add_parser("report", help="tables (CSV + Markdown) and the Figure 2 plot from `bias --json` results")
+    p.add_argument("results", nargs="+", metavar="RESULT.json")
+    p.add_argument("--out-dir", required=True, metavar="DIR")
+    p.add_argument(
+        "--paper-run",
+        default=None,
+        metavar="NAME",
+        help="compare with the paper's published values of this run (e.g. BERT-Base, RoBERTa-Large)",
+    )
+    p.set_defaults(func=cmd_report)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO if args.verbose else logging.WARNING,
+        stream=sys.stderr,
+        format="%(levelname)s %(name)s: %(message)s",
+    )
+    if getattr(args, "threads", 1) is not None and getattr(args, "threads", 1) < 1:
+        parser.exit(EXIT_USAGE, f"spurious {args.command}: error: --threads must be at least 1\n")
+    try:
+        return int(args.func(args) or 0)
+    except CLIError as exc:
+        print(f"spurious {args.command}: error: {exc}", file=sys.stderr)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
