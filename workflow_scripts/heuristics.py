@@ -10,7 +10,7 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 frame = data.read_qa_parquet(snakemake.input.data)
 tfidf_contexts = None
-if "tfidf_reference" in snakemake.input.keys():
+if hasattr(snakemake.input, "tfidf_reference"):  # a Namedlist: "in" would test values
     # One context per question, as the reference fits TF-IDF (contexts repeat once per question).
     tfidf_contexts = data.read_qa_parquet(snakemake.input.tfidf_reference)["context"].tolist()
 log.info("%d questions; heuristics %s; compat %s", len(frame), snakemake.params.names, snakemake.params.compat)
@@ -29,6 +29,6 @@ io.write_parquet(
         "heuristics": list(snakemake.params.names),
         "compat": snakemake.params.compat,
         "variants": dict(snakemake.params.variants),
-        "tfidf_reference": str(snakemake.input.get("tfidf_reference", "the split itself")),
+        "tfidf_reference": str(getattr(snakemake.input, "tfidf_reference", "the split itself")),
     },
 )
