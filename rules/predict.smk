@@ -26,6 +26,8 @@ rule predict:
         eval_batch_size=lambda w: model_config(w)["training"]["eval_batch_size"],
         device=lambda w: model_config(w)["training"]["device"],
         bf16=lambda w: model_config(w)["training"]["bf16"],
+        n_best=lambda w: model_config(w)["training"]["n_best"],
+        max_answer_length=lambda w: model_config(w)["training"]["max_answer_length"],
     script:
         "../workflow_scripts/predict.py"
 

@@ -15,6 +15,8 @@ settings = {
     "eval_batch_size": snakemake.params.eval_batch_size,
     "device": snakemake.params.device,
     "bf16": snakemake.params.bf16,
+    "n_best": snakemake.params.n_best,
+    "max_answer_length": snakemake.params.max_answer_length,
     "threads": snakemake.threads,
 }
 predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)

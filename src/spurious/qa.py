@@ -1,0 +1,961 @@
+"""Extractive QA: featurisation, fine-tuning with resumable checkpoints, and span prediction.
+
+Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; reference-notes §A.2):
+
+* Featurisation: question (left-stripped) + context, ``only_second`` truncation with ``max_length``/``stride`` sliding
+  windows, offset mappings; a window's start/end labels are the (inclusive) token indices of the first gold answer, or
+  the CLS index when the answer is not wholly inside the window.
+* Post-processing: the ``n_best`` highest start and end logits of every window, spans of at most
+  ``max_answer_length`` tokens lying in the context, score = start + end logit, best over all windows of a question;
+  an empty string when no valid span exists.
+* Training: our own loop (AdamW + linear schedule, gradient clipping at 1.0 as the HF ``Trainer`` defaults) instead of
+  the ``Trainer``, because we need exact resumption after preemption (SLURM) and a deterministic data order per seed.
+  The validation loss is evaluated every ``eval_every`` steps, early stopping counts evaluations without improvement,
+  and the checkpoint with the lowest validation loss is the one saved.
+
+The QA loss is computed here, not by the model: cross-entropy of start and end positions averaged, with padding
+positions masked out. HF heads use the same formula but leave padding in the softmax, which would make the loss depend
+on how a batch happens to be padded; masking makes dynamic padding (much faster on CPU) exact.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
+
+logger = logging.getLogger(__name__)
+
+LogFn = Callable[[str], None]
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    # optimisation (paper App. B.1; the rest are HF TrainingArguments defaults)
+    "learning_rate": 2e-5,
+    "batch_size": 16,
+    "gradient_accumulation_steps": 1,
+    "epochs": 3,
+    "max_steps": None,
+    "warmup_ratio": 0.0,
+    "weight_decay": 0.0,
+    "max_grad_norm": 1.0,
+    # featurisation and post-processing (reference-notes §A.2)
+    "max_length": 384,
+    "stride": 128,
+    "n_best": 20,
+    "max_answer_length": 30,
+    "pad_to_max_length": False,
+    "group_by_length": False,
+    # validation, early stopping, checkpoints
+    "eval_every": 200,
+    "eval_max_examples": None,
+    "eval_batch_size": 64,
+    "early_stopping_patience": 10,
+    "keep_best": True,
+    "checkpoint_every": 200,
+    # runtime
+    "seed": 0,
+    "device": "auto",
+    "bf16": "auto",
+    "threads": None,
+    "log_every": 50,
+}
+# Keys that do not change the result of a run: a checkpoint may be resumed with other values for them.
+_RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+# Seed of the validation subset (eval_max_examples): fixed, so every model and seed is compared on the same questions.
+EVAL_SUBSET_SEED = 0
+CHECKPOINT_PREFIX = "step-"
+TRAINING_STATE_FILE = "training_state.json"
+
+
+class TrainingPreempted(RuntimeError):
+    """Raised after a SIGTERM/SIGUSR1 once a checkpoint has been saved; rerunning the job resumes from it."""
+
+    def __init__(self, signum: int, step: int, checkpoint: Path) -> None:
+        self.signum, self.step, self.checkpoint = signum, step, checkpoint
+        super().__init__(
+            f"received {signal.Signals(signum).name}: saved a checkpoint at step {step} in {checkpoint}; "
+            "rerun the same job to resume from it"
+        )
+
+
+def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default)."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(DEFAULT_SETTINGS))
+    if unknown:
+        raise ValueError(f"unknown QA settings {unknown}; known: {sorted(DEFAULT_SETTINGS)}")
+    resolved = {**DEFAULT_SETTINGS, **{k: v for k, v in settings.items() if v is not None or k in _NULLABLE}}
+    if resolved["stride"] >= resolved["max_length"]:
+        raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
+    return resolved
+
+
+_NULLABLE = frozenset({"max_steps", "eval_every", "eval_max_examples", "early_stopping_patience", "threads", "max_grad_norm"})
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Featurisation
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class QAFeatures:
+    """Tokenised sliding windows of a QA frame (unpadded; batches are padded when collated).
+
+    ``context_offsets[i]`` is an ``(n_tokens, 2)`` array of character offsets into the example's context, ``-1`` for
+    tokens outside the context (question, special tokens), which post-processing must never pick.
+    """
+
+    input_ids: list[np.ndarray]
+    token_type_ids: list[np.ndarray] | None
+    context_offsets: list[np.ndarray]
+    example_index: np.ndarray
+    start_positions: np.ndarray | None
+    end_positions: np.ndarray | None
+    example_ids: list[str]
+    contexts: list[str]
+    pad_token_id: int
+    pad_token_type_id: int = 0
+    pad_on_right: bool = True
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
+
+    def collate(self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None) -> dict[str, torch.Tensor]:
+        """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``), with labels if present.
+
+        With left padding the label positions move right by the padding added, so they still point at the same token.
+        """
+        rows = [self.input_ids[i] for i in indices]
+        width = max(max(len(r) for r in rows), pad_to or 0)
+        n = len(rows)
+        input_ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
+        attention = np.zeros((n, width), dtype=np.int64)
+        types = np.full((n, width), self.pad_token_type_id, dtype=np.int64) if self.token_type_ids is not None else None
+        shift = np.zeros(n, dtype=np.int64)
+        for j, (i, row) in enumerate(zip(indices, rows, strict=True)):
+            sl = slice(0, len(row)) if self.pad_on_right else slice(width - len(row), width)
+            shift[j] = 0 if self.pad_on_right else width - len(row)
+            input_ids[j, sl] = row
+            attention[j, sl] = 1
+            if types is not None:
+                types[j, sl] = self.token_type_ids[i]
+        batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention)}
+        if types is not None:
+            batch["token_type_ids"] = torch.from_numpy(types)
+        if self.start_positions is not None and self.end_positions is not None:
+            idx = np.asarray(indices)
+            batch["start_positions"] = torch.from_numpy(self.start_positions[idx] + shift)
+            batch["end_positions"] = torch.from_numpy(self.end_positions[idx] + shift)
+        return batch
+
+
+def _first_answer(answers: Mapping[str, Any]) -> tuple[int, str] | None:
+    texts, starts = answers["text"], answers["answer_start"]
+    if len(texts) == 0:
+        return None
+    return int(starts[0]), str(texts[0])
+
+
+def featurize(
+    frame: pd.DataFrame,
+    tokenizer: Any,
+    *,
+    max_length: int = 384,
+    stride: int = 128,
+    labels: bool = True,
+    chunk_size: int = 2000,
+) -> QAFeatures:
+    """Split every (question, context) pair into overlapping windows and, with ``labels``, label each window.
+
+    Labels follow run_qa.py with one fix: the start/end search stays inside the context tokens (run_qa walks past the
+    last context token into [SEP]/padding when the answer starts in the final token of a window).
+    """
+    pad_on_right = tokenizer.padding_side == "right"
+    ctx_seq = 1 if pad_on_right else 0
+    cls_id = tokenizer.cls_token_id
+    questions = [str(q).lstrip() for q in frame["question"]]
+    contexts = [str(c) for c in frame["context"]]
+    answers = list(frame["answers"]) if labels else None
+    want_types = "token_type_ids" in tokenizer.model_input_names
+    out_ids: list[np.ndarray] = []
+    out_types: list[np.ndarray] = []
+    out_offsets: list[np.ndarray] = []
+    out_example: list[int] = []
+    starts: list[int] = []
+    ends: list[int] = []
+    for lo in range(0, len(questions), chunk_size):
+        qs, cs = questions[lo : lo + chunk_size], contexts[lo : lo + chunk_size]
+        try:
+            enc = tokenizer(
+                qs if pad_on_right else cs,
+                cs if pad_on_right else qs,
+                truncation="only_second" if pad_on_right else "only_first",
+                max_length=max_length,
+                stride=stride,
+                return_overflowing_tokens=True,
+                return_offsets_mapping=True,
+                return_token_type_ids=want_types,
+                padding=False,
+            )
+        except Exception as exc:  # the fast tokenizers' message does not say which setting to change
+            raise ValueError(
+                f"tokenising questions {lo}..{lo + len(qs) - 1} with max_length={max_length}, stride={stride} failed "
+                f"({exc}); a question may be too long for the window: raise max_length or lower stride"
+            ) from exc
+        for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
+            ex = lo + int(sample)
+            ids = np.asarray(enc["input_ids"][i], dtype=np.int64)
+            seq_ids = np.array([-1 if s is None else s for s in enc.sequence_ids(i)])
+            offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
+            in_ctx = seq_ids == ctx_seq
+            offsets[~in_ctx] = -1
+            out_ids.append(ids)
+            if want_types:
+                out_types.append(np.asarray(enc["token_type_ids"][i], dtype=np.int64))
+            out_offsets.append(offsets)
+            out_example.append(ex)
+            if answers is None:
+                continue
+            cls_index = int(np.flatnonzero(ids == cls_id)[0]) if cls_id is not None and (ids == cls_id).any() else 0
+            start_tok = end_tok = cls_index
+            first = _first_answer(answers[ex])
+            ctx_tokens = np.flatnonzero(in_ctx)
+            if first is not None and len(ctx_tokens):
+                start_char, text = first
+                end_char = start_char + len(text)
+                if offsets[ctx_tokens[0], 0] <= start_char and offsets[ctx_tokens[-1], 1] >= end_char:
+                    # last context token starting at or before the answer, first one ending at or after it
+                    start_tok = int(ctx_tokens[offsets[ctx_tokens, 0] <= start_char][-1])
+                    end_tok = int(ctx_tokens[offsets[ctx_tokens, 1] >= end_char][0])
+            starts.append(start_tok)
+            ends.append(end_tok)
+    pad_type = getattr(tokenizer, "pad_token_type_id", 0) or 0
+    return QAFeatures(
+        input_ids=out_ids,
+        token_type_ids=out_types if want_types else None,
+        context_offsets=out_offsets,
+        example_index=np.asarray(out_example, dtype=np.int64),
+        start_positions=np.asarray(starts, dtype=np.int64) if answers is not None else None,
+        end_positions=np.asarray(ends, dtype=np.int64) if answers is not None else None,
+        example_ids=[str(i) for i in frame["id"]],
+        contexts=contexts,
+        pad_token_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
+        pad_token_type_id=int(pad_type),
+        pad_on_right=pad_on_right,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Post-processing
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def best_span(
+    start_logits: np.ndarray,
+    end_logits: np.ndarray,
+    context_offsets: np.ndarray,
+    *,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> tuple[float, int, int] | None:
+    """The best (score, start token, end token) of one window, or None if no candidate is valid.
+
+    Candidates are the ``n_best`` highest start and end logits (run_qa order: descending, ties by later index);
+    a pair is valid if both tokens lie in the context, end >= start and it spans at most ``max_answer_length`` tokens.
+    Among equal scores the first pair in (start rank, end rank) order wins, as run_qa's stable sort does.
+    """
+    n = min(len(start_logits), len(end_logits), len(context_offsets))
+    start_logits, end_logits = np.asarray(start_logits[:n], float), np.asarray(end_logits[:n], float)
+    in_ctx = context_offsets[:n, 0] >= 0
+    s_idx = np.argsort(start_logits, kind="stable")[::-1][:n_best]
+    e_idx = np.argsort(end_logits, kind="stable")[::-1][:n_best]
+    s, e = np.meshgrid(s_idx, e_idx, indexing="ij")
+    valid = in_ctx[s] & in_ctx[e] & (e >= s) & (e - s + 1 <= max_answer_length)
+    if not valid.any():
+        return None
+    scores = np.where(valid, start_logits[s] + end_logits[e], -np.inf)
+    k = int(np.argmax(scores))
+    return float(scores.flat[k]), int(s.flat[k]), int(e.flat[k])
+
+
+def postprocess_predictions(
+    features: QAFeatures,
+    start_logits: Sequence[np.ndarray],
+    end_logits: Sequence[np.ndarray],
+    *,
+    n_best: int = 20,
+    max_answer_length: int = 30,
+) -> dict[str, str]:
+    """Map per-window logits (unpadded, aligned with ``features``) to one answer string per example."""
+    best: dict[int, tuple[float, int, int, int]] = {}
+    for f in range(len(features)):
+        span = best_span(
+            start_logits[f],
+            end_logits[f],
+            features.context_offsets[f],
+            n_best=n_best,
+            max_answer_length=max_answer_length,
+        )
+        if span is None:
+            continue
+        ex = int(features.example_index[f])
+        if ex not in best or span[0] > best[ex][0]:
+            best[ex] = (span[0], f, span[1], span[2])
+    predictions: dict[str, str] = {}
+    for ex, example_id in enumerate(features.example_ids):
+        if ex not in best:
+            predictions[example_id] = ""
+            continue
+        _, f, s, e = best[ex]
+        offsets = features.context_offsets[f]
+        predictions[example_id] = features.contexts[ex][offsets[s, 0] : offsets[e, 1]]
+    return predictions
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Model running helpers
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+def pick_device(device: str = "auto") -> torch.device:
+    """``auto`` = CUDA if available, else CPU; asking for CUDA without one is an error, not a silent CPU run."""
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
+    return dev
+
+
+def use_bf16(bf16: bool | str, device: torch.device) -> bool:
+    """``auto`` = bf16 autocast on CUDA devices that support it; never on CPU (slower there, and less exact)."""
+    if bf16 == "auto":
+        return device.type == "cuda" and torch.cuda.is_bf16_supported()
+    return bool(bf16)
+
+
+def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
+    if not enabled:
+        return contextlib.nullcontext()
+    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+
+
+def qa_loss(
+    start_logits: torch.Tensor,
+    end_logits: torch.Tensor,
+    start_positions: torch.Tensor,
+    end_positions: torch.Tensor,
+    attention_mask: torch.Tensor,
+) -> torch.Tensor:
+    """Mean of start and end cross-entropy with padding masked out (see the module docstring)."""
+    pad = attention_mask == 0
+    start = start_logits.float().masked_fill(pad, float("-inf"))
+    end = end_logits.float().masked_fill(pad, float("-inf"))
+    ce = torch.nn.functional.cross_entropy
+    return (ce(start, start_positions) + ce(end, end_positions)) / 2
+
+
+def _forward(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> tuple[Any, Any]:
+    inputs = {
+        k: v.to(device, non_blocking=True) for k, v in batch.items() if k not in ("start_positions", "end_positions")
+    }
+    with _autocast(device, bf16):
+        out = model(**inputs)
+    return out.start_logits, out.end_logits
+
+
+def _model_device(model: Any) -> torch.device:
+    return next(model.parameters()).device
+
+
+@torch.no_grad()
+def validation_loss(
+    model: Any,
+    features: QAFeatures,
+    *,
+    batch_size: int = 64,
+    bf16: bool = False,
+    should_stop: Callable[[], bool] | None = None,
+) -> float:
+    """Mean QA loss over all labelled windows of ``features`` (windows sorted by length to pad little).
+
+    ``should_stop`` is polled between batches so a preemption signal does not wait for a long evaluation; the
+    evaluation is then abandoned (``_StopRequested``) and redone after resumption.
+    """
+    if features.start_positions is None:
+        raise ValueError("validation_loss needs labelled features (featurize(..., labels=True))")
+    device = _model_device(model)
+    was_training = model.training
+    model.eval()
+    order = np.argsort(features.lengths, kind="stable")
+    total, count = 0.0, 0
+    try:
+        for lo in range(0, len(order), batch_size):
+            if should_stop is not None and should_stop():
+                raise _StopRequested
+            idx = order[lo : lo + batch_size]
+            batch = features.collate(idx)
+            start, end = _forward(model, batch, device, bf16)
+            loss = qa_loss(
+                start,
+                end,
+                batch["start_positions"].to(device),
+                batch["end_positions"].to(device),
+                batch["attention_mask"].to(device),
+            )
+            total += float(loss) * len(idx)
+            count += len(idx)
+    finally:
+        model.train(was_training)
+    return total / max(count, 1)
+
+
+class _StopRequested(Exception):
+    pass
+
+
+@torch.no_grad()
+def predict_logits(
+    model: Any, features: QAFeatures, *, batch_size: int = 64, bf16: bool = False, log: LogFn | None = None
+) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Start/end logits of every window (unpadded, float32), batched by length for speed."""
+    device = _model_device(model)
+    was_training = model.training
+    model.eval()
+    starts: list[np.ndarray] = [np.empty(0, np.float32)] * len(features)
+    ends: list[np.ndarray] = [np.empty(0, np.float32)] * len(features)
+    lengths = features.lengths
+    order = np.argsort(lengths, kind="stable")
+    n_batches = math.ceil(len(order) / batch_size)
+    t0 = time.perf_counter()
+    try:
+        for b, lo in enumerate(range(0, len(order), batch_size)):
+            idx = order[lo : lo + batch_size]
+            batch = features.collate(idx)
+            s, e = _forward(model, batch, device, bf16)
+            s, e = s.float().cpu().numpy(), e.float().cpu().numpy()
+            width = s.shape[1]
+            for j, f in enumerate(idx):
+                sl = slice(0, lengths[f]) if features.pad_on_right else slice(width - lengths[f], width)
+                starts[f], ends[f] = s[j, sl].copy(), e[j, sl].copy()
+            if log is not None and (b + 1) % 20 == 0:
+                rate = (lo + len(idx)) / (time.perf_counter() - t0)
+                log(f"predict: batch {b + 1}/{n_batches} ({rate:.1f} windows/s)")
+    finally:
+        model.train(was_training)
+    return starts, ends
+
+
+def predict_with_model(
+    model: Any,
+    tokenizer: Any,
+    qa_frame: pd.DataFrame,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    log: LogFn | None = None,
+) -> dict[str, str]:
+    """Predict answers with an already loaded model (used by ``predict_qa`` and for in-process evaluation)."""
+    s = resolve_settings(settings)
+    features = featurize(qa_frame, tokenizer, max_length=s["max_length"], stride=s["stride"], labels=False)
+    bf16 = use_bf16(s["bf16"], _model_device(model))
+    starts, ends = predict_logits(model, features, batch_size=s["eval_batch_size"], bf16=bf16, log=log)
+    return postprocess_predictions(features, starts, ends, n_best=s["n_best"], max_answer_length=s["max_answer_length"])
+
+
+def predict_qa(
+    model_dir: str | os.PathLike,
+    qa_frame: pd.DataFrame,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    log: LogFn | None = None,
+) -> dict[str, str]:
+    """Answer every question of ``qa_frame`` with the model in ``model_dir``: ``{id: prediction text}``.
+
+    Uses the same featurisation settings as training (``max_length``, ``stride``), ``eval_batch_size``, ``device``
+    and ``bf16`` from ``settings``; other keys are ignored, so the training settings can be passed as they are.
+    """
+    s = resolve_settings(settings)
+    if s["threads"]:
+        torch.set_num_threads(int(s["threads"]))
+    device = pick_device(s["device"])
+    tokenizer = load_tokenizer(model_dir)
+    model = load_qa_model(model_dir).to(device)
+    emit = log or logger.info
+    t0 = time.perf_counter()
+    predictions = predict_with_model(model, tokenizer, qa_frame, settings=s, log=emit)
+    emit(f"predict: {len(qa_frame)} questions in {time.perf_counter() - t0:.1f}s on {device}")
+    return predictions
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Training
+# ---------------------------------------------------------------------------------------------------------------------
+
+
+@dataclass
+class _TrainState:
+    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``)."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # micro-batches of the current epoch's permutation already consumed
+    best_step: int | None = None
+    best_loss: float | None = None
+    bad_evals: int = 0
+    last_eval_step: int = 0
+    stopped_early: bool = False
+    train_losses: list[dict[str, float]] = field(default_factory=list)
+    validation_losses: list[dict[str, float]] = field(default_factory=list)
+    wall_time_s: float = 0.0  # of earlier (interrupted) segments
+    fingerprint: str = ""
+
+
+def seed_everything(seed: int) -> None:
+    """Seed python, numpy and torch (all devices): the fresh QA head and dropout draw from torch's RNG."""
+    random.seed(seed)
+    np.random.seed(seed)
+    torch.manual_seed(seed)
+
+
+def _rng_states() -> dict[str, Any]:
+    kind, keys, pos, has_gauss, gauss = np.random.get_state()
+    states: dict[str, Any] = {
+        "python": random.getstate(),
+        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)),
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available():
+        states["cuda"] = torch.cuda.get_rng_state_all()
+    return states
+
+
+def _set_rng_states(states: Mapping[str, Any]) -> None:
+    random.setstate(_as_tuple(states["python"]))
+    kind, keys, pos, has_gauss, gauss = states["numpy"]
+    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
+    torch.set_rng_state(states["torch"])
+    if "cuda" in states and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(states["cuda"])
+
+
+def _as_tuple(x: Any) -> Any:
+    return tuple(_as_tuple(v) for v in x) if isinstance(x, list | tuple) else x
+
+
+def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
+    """Decay all weights except biases and normalisation parameters, as the HF Trainer does."""
+    no_decay: set[str] = set()
+    for module_name, module in model.named_modules():
+        is_norm = (
+            isinstance(module, torch.nn.LayerNorm | torch.nn.modules.normalization.RMSNorm)
+            or "norm" in type(module).__name__.lower()
+        )
+        for pname, _ in module.named_parameters(recurse=False):
+            full = f"{module_name}.{pname}" if module_name else pname
+            if is_norm or pname.endswith("bias"):
+                no_decay.add(full)
+    decay = [p for n, p in model.named_parameters() if p.requires_grad and n not in no_decay]
+    plain = [p for n, p in model.named_parameters() if p.requires_grad and n in no_decay]
+    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
+
+
+def epoch_order(
+    lengths: np.ndarray, *, batch_size: int, seed: int, epoch: int, group_by_length: bool = False
+) -> np.ndarray:
+    """The training-window order of one epoch: a pure function of (seed, epoch), so a resumed run can rebuild it.
+
+    ``group_by_length`` (like the HF Trainer option) sorts chunks of 50 batches by length and shuffles the full
+    batches, so a batch holds windows of similar length and pads little: about 1.5x faster on CPU with dynamic
+    padding. The last, partial batch stays last so that batches can be taken as consecutive slices.
+    """
+    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
+    order = torch.randperm(len(lengths), generator=gen).numpy()
+    if not group_by_length:
+        return order
+    mega = batch_size * 50
+    chunks = [order[i : i + mega] for i in range(0, len(order), mega)]
+    order = np.concatenate([c[np.argsort(-lengths[c], kind="stable")] for c in chunks])
+    n_full = len(order) // batch_size
+    shuffled = torch.randperm(n_full, generator=gen).numpy()
+    full = order[: n_full * batch_size].reshape(n_full, batch_size)[shuffled].reshape(-1)
+    return np.concatenate([full, order[n_full * batch_size :]])
+
+
+def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.DataFrame:
+    """A fixed, seeded subset of ``max_examples`` questions (original order kept), or the whole frame."""
+    if not max_examples or max_examples >= len(frame):
+        return frame
+    rng = np.random.default_rng(EVAL_SUBSET_SEED)
+    keep = np.sort(rng.choice(len(frame), size=int(max_examples), replace=False))
+    return frame.iloc[keep].reset_index(drop=True)
+
+
+def _fingerprint(model_name: str, settings: Mapping[str, Any], train: QAFeatures, valid: QAFeatures) -> str:
+    """Identify a run, so a checkpoint of another run (changed data or settings) is never resumed silently."""
+    payload = {
+        "model": model_name,
+        "settings": {k: v for k, v in sorted(settings.items()) if k not in _RUNTIME_KEYS},
+        "train": hashlib.sha256("\x1f".join(train.example_ids).encode()).hexdigest(),
+        "n_train_features": len(train),
+        "valid": hashlib.sha256("\x1f".join(valid.example_ids).encode()).hexdigest(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
+def _checkpoints(checkpoint_dir: Path) -> list[Path]:
+    if not checkpoint_dir.is_dir():
+        return []
+    found = [p for p in checkpoint_dir.iterdir() if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX)]
+    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]))
+
+
+def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> Path | None:
+    """The newest complete checkpoint (written under a temporary name, renamed when complete), or None."""
+    found = [p for p in _checkpoints(Path(checkpoint_dir)) if (p / "state.json").is_file()]
+    return found[-1] if found else None
+
+
+def _save_checkpoint(
+    checkpoint_dir: Path,
+    model: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    state: _TrainState,
+    best_weights: Mapping[str, torch.Tensor] | None,
+) -> Path:
+    """Write a complete checkpoint under a temporary name, rename it into place, then drop older ones."""
+    final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
+    if (final / "state.json").is_file():
+        return final
+    checkpoint_dir.mkdir(parents=True, exist_ok=True)
+    tmp = checkpoint_dir / f".tmp-{final.name}-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    tmp.mkdir()
+    torch.save(model.state_dict(), tmp / "model.pt")
+    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
+    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
+    torch.save(_rng_states(), tmp / "rng.pt")
+    if best_weights is not None and state.best_step != state.step:
+        torch.save(dict(best_weights), tmp / "best_model.pt")
+    (tmp / "state.json").write_text(json.dumps(asdict(state)))
+    os.replace(tmp, final)
+    for old in _checkpoints(checkpoint_dir):
+        if old != final:
+            shutil.rmtree(old, ignore_errors=True)
+    for stale in checkpoint_dir.glob(".tmp-*"):
+        shutil.rmtree(stale, ignore_errors=True)
+    return final
+
+
+class _PreemptionGuard:
+    """Turns SIGTERM/SIGUSR1 (SLURM's warning before a kill) into a flag the training loop polls.
+
+    Saving inside the handler could catch the model mid-update; the loop instead checkpoints at the next consistent
+    point (after an optimizer step, or by abandoning a running evaluation) and raises ``TrainingPreempted``.
+    """
+
+    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+    def __init__(self) -> None:
+        self.signum: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    def handler(self, signum: int, frame: Any) -> None:
+        self.signum = signum
+
+    @property
+    def triggered(self) -> bool:
+        return self.signum is not None
+
+    def __enter__(self) -> _PreemptionGuard:
+        for sig in self.SIGNALS:
+            try:
+                self._previous[sig] = signal.signal(sig, self.handler)
+            except ValueError:  # not the main thread: signals cannot be handled here
+                logger.warning("not in the main thread: SIGTERM/SIGUSR1 will not trigger a checkpoint")
+                break
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for sig, previous in self._previous.items():
+            signal.signal(sig, previous)
+
+
+def _format_eta(seconds: float) -> str:
+    if not math.isfinite(seconds):
+        return "?"
+    seconds = int(seconds)
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+def _save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mapping[str, Any]) -> None:
+    """Save model + tokenizer + training_state.json into a temporary sibling, then rename onto ``output_dir``."""
+    output_dir.parent.mkdir(parents=True, exist_ok=True)
+    tmp = output_dir.parent / f".{output_dir.name}.tmp-{os.getpid()}"
+    if tmp.exists():
+        shutil.rmtree(tmp)
+    with quiet_transformers():  # no "Writing model shards" progress bar in job logs
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    (tmp / TRAINING_STATE_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
+    if output_dir.exists():
+        shutil.rmtree(output_dir)
+    os.replace(tmp, output_dir)
+
+
+def train_qa(
+    train_frame: pd.DataFrame,
+    valid_frame: pd.DataFrame,
+    *,
+    model_name_or_path: str,
+    output_dir: str | os.PathLike,
+    checkpoint_dir: str | os.PathLike,
+    settings: Mapping[str, Any] | None = None,
+    log: LogFn | None = None,
+) -> dict[str, Any]:
+    """Fine-tune an extractive QA model; save the best (lowest validation loss) model to ``output_dir``.
+
+    Resumes exactly from the newest checkpoint in ``checkpoint_dir`` if one exists (same data order, optimizer,
+    schedule, RNG and early-stopping state), so a preempted job simply reruns. The caller deletes ``checkpoint_dir``
+    after success. Returns the training summary (also written to ``output_dir/training_state.json``).
+    """
+    s = resolve_settings(settings)
+    emit = log or logger.info
+    t_start = time.perf_counter()
+    if s["threads"]:
+        torch.set_num_threads(int(s["threads"]))
+    device = pick_device(s["device"])
+    bf16 = use_bf16(s["bf16"], device)
+    output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
+
+    seed_everything(int(s["seed"]))
+    tokenizer = load_tokenizer(model_name_or_path)
+    model = load_qa_model(model_name_or_path)
+    train_features = featurize(train_frame, tokenizer, max_length=s["max_length"], stride=s["stride"])
+    valid_subset = select_eval_subset(valid_frame, s["eval_max_examples"])
+    valid_features = featurize(valid_subset, tokenizer, max_length=s["max_length"], stride=s["stride"])
+    if len(train_features) == 0:
+        raise ValueError("the training frame is empty")
+    model.to(device)
+    model.train()
+
+    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
+    micro_per_epoch = math.ceil(len(train_features) / batch_size)
+    steps_per_epoch = math.ceil(micro_per_epoch / accum)
+    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
+    warmup_steps = math.ceil(float(s["warmup_ratio"]) * total_steps)
+    optimizer = torch.optim.AdamW(
+        _param_groups(model, float(s["weight_decay"])), lr=float(s["learning_rate"]), betas=(0.9, 0.999), eps=1e-8
+    )
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
+    pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
+    eval_every = int(s["eval_every"] or 0)
+    patience = s["early_stopping_patience"]
+
+    state = _TrainState(fingerprint=_fingerprint(str(model_name_or_path), s, train_features, valid_features))
+    best_weights: dict[str, torch.Tensor] | None = None
+    resumed_from: int | None = None
+    ckpt = latest_checkpoint(checkpoint_dir)
+    if ckpt is not None:
+        saved = _TrainState(**json.loads((ckpt / "state.json").read_text()))
+        if saved.fingerprint != state.fingerprint:
+            raise RuntimeError(
+                f"checkpoint {ckpt} belongs to a different run (other data, model or settings); delete "
+                f"{checkpoint_dir} to start afresh"
+            )
+        load = lambda name: torch.load(ckpt / name, map_location="cpu", weights_only=True)  # noqa: E731
+        model.load_state_dict(load("model.pt"))
+        optimizer.load_state_dict(load("optimizer.pt"))
+        scheduler.load_state_dict(load("scheduler.pt"))
+        if s["keep_best"] and saved.best_step is not None:
+            best_weights = (
+                load("best_model.pt") if (ckpt / "best_model.pt").is_file() else _cpu_copy(model.state_dict())
+            )
+        _set_rng_states(load("rng.pt"))
+        state = saved
+        resumed_from = state.step
+        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
+
+    def checkpoint() -> Path:
+        state.wall_time_s += time.perf_counter() - segment_start[0]
+        segment_start[0] = time.perf_counter()
+        return _save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights)
+
+    def evaluate() -> None:
+        nonlocal best_weights
+        t0 = time.perf_counter()
+        loss = validation_loss(
+            model,
+            valid_features,
+            batch_size=int(s["eval_batch_size"]),
+            bf16=bf16,
+            should_stop=lambda: guard.triggered,
+        )
+        state.validation_losses.append({"step": state.step, "loss": loss})
+        state.last_eval_step = state.step
+        if state.best_loss is None or loss < state.best_loss:
+            state.best_loss, state.best_step, state.bad_evals = loss, state.step, 0
+            if s["keep_best"]:
+                best_weights = _cpu_copy(model.state_dict())
+        else:
+            state.bad_evals += 1
+        emit(
+            f"eval step {state.step}: validation loss {loss:.4f} (best {state.best_loss:.4f} at step "
+            f"{state.best_step}; {state.bad_evals} without improvement) [{len(valid_features)} windows, "
+            f"{time.perf_counter() - t0:.1f}s]"
+        )
+        if patience and state.bad_evals >= int(patience):
+            state.stopped_early = True
+            emit(f"early stopping at step {state.step}: no improvement in {patience} evaluations")
+
+    def eval_due() -> bool:
+        if state.last_eval_step == state.step or state.step == 0:
+            return False
+        return state.step >= total_steps or (eval_every > 0 and state.step % eval_every == 0)
+
+    emit(
+        f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}: {len(train_frame)} questions -> "
+        f"{len(train_features)} windows, {steps_per_epoch} steps/epoch, {total_steps} steps; validation "
+        f"{len(valid_subset)} questions -> {len(valid_features)} windows"
+    )
+    segment_start = [time.perf_counter()]
+    t_rate, step_rate0 = time.perf_counter(), state.step
+    window_losses: list[float] = []
+    perm = np.empty(0, dtype=np.int64)
+    perm_epoch = -1
+    with _PreemptionGuard() as guard:
+        try:
+            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
+                evaluate()
+            while state.step < total_steps and not state.stopped_early:
+                if guard.triggered:
+                    raise _StopRequested
+                if perm_epoch != state.epoch:
+                    perm = epoch_order(
+                        train_features.lengths,
+                        batch_size=batch_size,
+                        seed=int(s["seed"]),
+                        epoch=state.epoch,
+                        group_by_length=bool(s["group_by_length"]),
+                    )
+                    perm_epoch = state.epoch
+                group = min(accum, micro_per_epoch - state.batch_in_epoch)
+                step_loss = 0.0
+                for m in range(group):
+                    lo = (state.batch_in_epoch + m) * batch_size
+                    batch = train_features.collate(perm[lo : lo + batch_size], pad_to=pad_to)
+                    start, end = _forward(model, batch, device, bf16)
+                    loss = qa_loss(
+                        start,
+                        end,
+                        batch["start_positions"].to(device),
+                        batch["end_positions"].to(device),
+                        batch["attention_mask"].to(device),
+                    )
+                    (loss / group).backward()
+                    step_loss += float(loss.detach()) / group
+                lr = scheduler.get_last_lr()[0]
+                if s["max_grad_norm"]:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), float(s["max_grad_norm"]))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                state.step += 1
+                state.batch_in_epoch += group
+                if state.batch_in_epoch >= micro_per_epoch:
+                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr})
+                window_losses.append(step_loss)
+                if state.step % max(1, int(s["log_every"])) == 0 or state.step == total_steps:
+                    now = time.perf_counter()
+                    rate = (state.step - step_rate0) / max(now - t_rate, 1e-9)
+                    emit(
+                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
+                        f"{np.mean(window_losses):.4f} lr {lr:.2e} | {rate:.2f} steps/s, "
+                        f"{rate * batch_size * accum:.1f} windows/s | ETA {_format_eta((total_steps - state.step) / rate)}"
+                    )
+                    window_losses = []
+                if eval_due():
+                    evaluate()
+                if guard.triggered:
+                    raise _StopRequested
+                every = int(s["checkpoint_every"] or 0)
+                if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
+                    checkpoint()  # not after the last step: the model is saved to output_dir next
+            if eval_due():
+                evaluate()
+        except _StopRequested:
+            path = checkpoint()
+            assert guard.signum is not None
+            emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
+            raise TrainingPreempted(guard.signum, state.step, path) from None
+
+    if s["keep_best"] and best_weights is not None:
+        model.load_state_dict(best_weights)
+    saved_step = state.best_step if s["keep_best"] and state.best_step is not None else state.step
+    segment = time.perf_counter() - segment_start[0]
+    import transformers
+
+    summary: dict[str, Any] = {
+        "model_name_or_path": str(model_name_or_path),
+        "resolved_model": resolve_model(model_name_or_path),
+        "steps": state.step,
+        "total_steps": total_steps,
+        "steps_per_epoch": steps_per_epoch,
+        "epochs_done": state.step / steps_per_epoch,
+        "saved_step": saved_step,
+        "best_step": state.best_step,
+        "best_validation_loss": state.best_loss,
+        "validation_losses": state.validation_losses,
+        "train_losses": state.train_losses,
+        "stopped_early": state.stopped_early,
+        "resumed_from_step": resumed_from,
+        "device": str(device),
+        "bf16": bf16,
+        "threads": torch.get_num_threads(),
+        "wall_time_s": time.perf_counter() - t_start,
+        "train_wall_time_s": state.wall_time_s + segment,
+        "n_train_examples": len(train_frame),
+        "n_train_features": len(train_features),
+        "n_valid_examples": len(valid_subset),
+        "n_valid_features": len(valid_features),
+        "settings": s,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
+    _save_model_dir(output_dir, model, tokenizer, summary)
+    emit(
+        f"saved the model of step {saved_step} (validation loss {state.best_loss}) to {output_dir}; "
+        f"{state.step} steps in {summary['train_wall_time_s']:.0f}s"
+    )
+    return summary
+
+
+def _cpu_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
