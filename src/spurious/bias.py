@@ -244,7 +244,8 @@ def search_threshold(
 
     Returns a JSON-serialisable dict: ``heuristic, found, threshold, prediction_bias, distance_em, distance_f1,
     biased_group, worse_group, sample_size, iterations, with_replacement, seed, n_evaluated, n_dropped_negative,
-    groups, grid``. ``prediction_bias`` is ``distance_em`` at the chosen threshold, 0.0 when none was found (then
+    groups, grid``; ``n_evaluated`` counts the rows searched, after the ``n_dropped_negative`` sentinel rows were
+    removed. ``prediction_bias`` is ``distance_em`` at the chosen threshold, 0.0 when none was found (then
     ``threshold``, the distances, the groups' statistics and ``biased_group``/``worse_group`` are ``None``).
     ``biased_group`` is the segment with the higher EM 97.5 % quantile (ties → "high", as the reference's split).
     ``groups[g]`` = ``{size, em_mean, em_q025, em_q975, f1_mean, f1_q025, f1_q975}`` of the samples' means at the
