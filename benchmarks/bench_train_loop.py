@@ -1,0 +1,400 @@
+"""Training throughput (features/s) of our QA loop ``train_qa`` against a plain ``transformers.Trainer``, in one run.
+
+Both train the same model on the same SQuAD dev windows (the first ``--questions`` questions, featurised once with our
+``featurize``: question + context, ``max_length``/``stride`` sliding windows), with the same batch size, gradient
+accumulation, learning rate, linear schedule, gradient clipping (1.0) and seed, on the same device; with CUDA both use
+bf16 autocast (ours: ``bf16: auto``; Trainer: ``bf16=True``), on CPU both run in fp32.
+
+* **ours** calls ``spurious.qa.train_qa`` itself (the real loop: dynamic padding in ``QAFeatures.collate``, masked
+  ``qa_loss``, AdamW), once with ``group_by_length: true`` and once with ``false`` (random order, dynamic padding only).
+  Timing: ``log_every: 1`` makes the loop call our ``log`` callback after every optimizer step; the callback
+  synchronises CUDA and stamps ``time.perf_counter()``. Throughput is measured between the stamp of step ``--warmup``
+  and that of the last step, so model loading, featurisation, the one validation pass at the end and the model saving
+  are all outside the timed window.
+* **Trainer** is the plain HF recipe of ``run_qa.py``: windows padded to ``max_length`` (run_qa's default
+  ``pad_to_max_length``), ``default_data_collator``, the model's own QA loss, the Trainer's default optimizer, no
+  evaluation, no saving, no logging. Timing: a ``TrainerCallback`` synchronises CUDA and stamps ``on_step_end``
+  (after the optimizer step); the same window as ours.
+
+features/s = windows trained on in the timed steps / timed seconds (both loops split an epoch the same way: full
+batches and a last partial one, ``gradient_accumulation_steps`` micro-batches per step, fewer at an epoch's end), so
+the counts are exact and identical for both. ``pad %`` is the share of padding tokens in the batches the model saw.
+
+The Trainer needs ``accelerate>=1.1.0`` (not a project dependency); the benchmark stops with a message without it.
+Example (CPU; on a GPU machine the default ``--device auto`` picks CUDA and bf16):
+
+    HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false .venv/bin/python benchmarks/bench_train_loop.py \\
+        --steps 30 --warmup 3 --json results/bench_train_loop_cpu.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import os
+import platform
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from spurious.data import MIRROR_ENV, load_squad_json
+from spurious.models import load_qa_model, load_tokenizer, quiet_transformers
+from spurious.qa import QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
+
+DEFAULT_MIRROR = "/work/shared/data"
+SQUAD_DEV = "squad_v1.1/dev-v1.1.json.gz"
+VALID_QUESTIONS = 16  # train_qa needs a validation frame; it is evaluated once, after the last (timed) step
+
+
+def default_data() -> str:
+    return str(Path(os.environ.get(MIRROR_ENV) or DEFAULT_MIRROR) / SQUAD_DEV)
+
+
+def device_name(device: torch.device) -> str:
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (cuda)"
+    return f"cpu ({torch.get_num_threads()} threads; {platform.processor() or platform.machine()})"
+
+
+def _sync(device: torch.device) -> None:
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+
+
+def step_micro_batches(n_features: int, batch_size: int, accum: int, steps: int) -> list[list[tuple[int, int, int]]]:
+    """Per optimizer step, its micro-batches as (epoch, first position in the epoch order, size).
+
+    Mirrors ``train_qa`` (and the Trainer, which groups an epoch's batches the same way): ``ceil(n / batch_size)``
+    micro-batches per epoch, the last one partial, ``accum`` micro-batches per step and fewer for an epoch's last step.
+    """
+    micro_per_epoch = math.ceil(n_features / batch_size)
+    out: list[list[tuple[int, int, int]]] = []
+    epoch = in_epoch = 0
+    for _ in range(steps):
+        group = min(accum, micro_per_epoch - in_epoch)
+        micro = []
+        for m in range(group):
+            lo = (in_epoch + m) * batch_size
+            micro.append((epoch, lo, min(batch_size, n_features - lo)))
+        out.append(micro)
+        in_epoch += group
+        if in_epoch >= micro_per_epoch:
+            epoch, in_epoch = epoch + 1, 0
+    return out
+
+
+def timed_features(plan: list[list[tuple[int, int, int]]], warmup: int) -> int:
+    """Windows trained on in steps ``warmup+1 .. steps`` (the timed ones)."""
+    return sum(size for step in plan[warmup:] for _, _, size in step)
+
+
+def our_padding(feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int, group_by_length: bool) -> dict:
+    """Real and padded tokens of our timed batches (dynamic padding: each batch padded to its longest window)."""
+    lengths = feats.lengths
+    orders: dict[int, np.ndarray] = {}
+    real = padded = 0
+    for step in plan[warmup:]:
+        for epoch, lo, size in step:
+            if epoch not in orders:
+                orders[epoch] = epoch_order(
+                    lengths, batch_size=batch_size, seed=seed, epoch=epoch, group_by_length=group_by_length
+                )
+            rows = lengths[orders[epoch][lo : lo + size]]
+            real += int(rows.sum())
+            padded += int(rows.max()) * len(rows)
+    return {
+        "mean_batch_width": padded / max(1, sum(s for st in plan[warmup:] for *_, s in st)),
+        "real": real,
+        "padded": padded,
+    }
+
+
+def _rate(stamps: dict[int, float], steps: int, warmup: int, n_timed: int) -> dict:
+    seconds = stamps[steps] - stamps[warmup]
+    return {
+        "timed_steps": steps - warmup,
+        "timed_seconds": seconds,
+        "s_per_step": seconds / (steps - warmup),
+        "features_per_s": n_timed / seconds,
+    }
+
+
+def bench_ours(
+    model_name: str,
+    train_frame,
+    valid_frame,
+    feats: QAFeatures,
+    *,
+    group_by_length: bool,
+    args: argparse.Namespace,
+    device: torch.device,
+    bf16: bool,
+) -> dict:
+    stamps: dict[int, float] = {}
+    lines: list[str] = []
+
+    def log(message: str) -> None:
+        if message.startswith("step "):
+            _sync(device)
+            stamps[int(message.split()[1].split("/")[0])] = time.perf_counter()
+        lines.append(message)
+
+    settings = {
+        "max_steps": args.steps,
+        "eval_every": None,
+        "early_stopping_patience": None,
+        "checkpoint_every": args.steps + 1,
+        "group_by_length": group_by_length,
+        "batch_size": args.batch_size,
+        "gradient_accumulation_steps": args.grad_accum,
+        "max_length": args.max_length,
+        "stride": args.stride,
+        "learning_rate": args.learning_rate,
+        "device": str(device),
+        "bf16": bf16,
+        "threads": args.threads,
+        "log_every": 1,
+        "seed": 0,
+    }
+    with tempfile.TemporaryDirectory(prefix="bench_train_loop_") as tmp:
+        t0 = time.perf_counter()
+        summary = train_qa(
+            train_frame,
+            valid_frame,
+            model_name_or_path=model_name,
+            output_dir=Path(tmp) / "model",
+            checkpoint_dir=Path(tmp) / "checkpoints",
+            settings=settings,
+            log=log,
+        )
+        call_seconds = time.perf_counter() - t0
+    if summary["n_train_features"] != len(feats):
+        raise RuntimeError(f"train_qa made {summary['n_train_features']} windows, featurize {len(feats)}")
+    plan = step_micro_batches(len(feats), args.batch_size, args.grad_accum, args.steps)
+    n_timed = timed_features(plan, args.warmup)
+    pad = our_padding(feats, plan, args.warmup, batch_size=args.batch_size, seed=0, group_by_length=group_by_length)
+    if args.warmup in stamps and args.steps in stamps:
+        timing = _rate(stamps, args.steps, args.warmup, n_timed)
+        method = "per-step log callback stamps (CUDA-synchronised), warm-up steps excluded"
+    else:  # the progress line format changed: fall back to the loop's own wall time (includes the warm-up steps)
+        n_all = timed_features(plan, 0)
+        seconds = float(summary["train_wall_time_s"])
+        timing = {
+            "timed_steps": args.steps,
+            "timed_seconds": seconds,
+            "s_per_step": seconds / args.steps,
+            "features_per_s": n_all / seconds,
+        }
+        method = "summary train_wall_time_s over all steps (no per-step log lines found; warm-up included)"
+    return {
+        "name": f"ours (train_qa, dynamic padding, group_by_length={str(group_by_length).lower()})",
+        "loop": "ours",
+        "group_by_length": group_by_length,
+        **timing,
+        "timed_features": n_timed,
+        "pad_fraction": 1 - pad["real"] / pad["padded"],
+        "mean_batch_width": pad["mean_batch_width"],
+        "final_loss": summary["train_losses"][-1]["loss"] if summary["train_losses"] else None,
+        "bf16": summary["bf16"],
+        "device": summary["device"],
+        "train_qa_call_s": call_seconds,
+        "timing_method": method,
+    }
+
+
+class _PaddedWindows(torch.utils.data.Dataset):
+    """run_qa.py-style training rows: every window padded to ``max_length``, with start/end positions."""
+
+    def __init__(self, feats: QAFeatures, max_length: int) -> None:
+        batch = feats.collate(np.arange(len(feats)), pad_to=max_length)
+        keys = ["input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions"]
+        self.columns = {k: batch[k] for k in keys if k in batch}
+
+    def __len__(self) -> int:
+        return len(self.columns["input_ids"])
+
+    def __getitem__(self, i: int) -> dict[str, torch.Tensor]:
+        return {k: v[i] for k, v in self.columns.items()}
+
+
+def bench_trainer(
+    model_name: str, feats: QAFeatures, *, args: argparse.Namespace, device: torch.device, bf16: bool
+) -> dict:
+    from transformers import (
+        PrinterCallback,
+        ProgressCallback,
+        Trainer,
+        TrainerCallback,
+        TrainingArguments,
+        default_data_collator,
+    )
+
+    stamps: dict[int, float] = {}
+
+    class StepTimer(TrainerCallback):
+        def on_step_end(self, targs, state, control, **kwargs):
+            _sync(device)
+            stamps[state.global_step] = time.perf_counter()
+
+    dataset = _PaddedWindows(feats, args.max_length)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    with quiet_transformers():
+        model = load_qa_model(model_name)
+    with tempfile.TemporaryDirectory(prefix="bench_train_loop_trainer_") as tmp:
+        targs = TrainingArguments(
+            output_dir=tmp,
+            per_device_train_batch_size=args.batch_size,
+            gradient_accumulation_steps=args.grad_accum,
+            max_steps=args.steps,
+            learning_rate=args.learning_rate,
+            bf16=bf16,
+            use_cpu=device.type == "cpu",
+            eval_strategy="no",
+            save_strategy="no",
+            logging_strategy="no",
+            report_to=[],
+            seed=0,
+            disable_tqdm=True,
+            log_level="error",
+        )
+        trainer = Trainer(
+            model=model,
+            args=targs,
+            train_dataset=dataset,
+            data_collator=default_data_collator,
+            callbacks=[StepTimer()],
+        )
+        for cb in (PrinterCallback, ProgressCallback):
+            trainer.remove_callback(cb)
+        t0 = time.perf_counter()
+        result = trainer.train()
+        call_seconds = time.perf_counter() - t0
+    plan = step_micro_batches(len(feats), args.batch_size, args.grad_accum, args.steps)
+    n_timed = timed_features(plan, args.warmup)
+    lengths = feats.lengths
+    return {
+        "name": "HF Trainer (padded to max_length)",
+        "loop": "trainer",
+        "group_by_length": False,
+        **_rate(stamps, args.steps, args.warmup, n_timed),
+        "timed_features": n_timed,
+        "pad_fraction": 1 - float(lengths.mean()) / args.max_length,  # every batch is max_length wide
+        "mean_batch_width": float(args.max_length),
+        "final_loss": float(result.training_loss),  # the Trainer reports the mean over all steps
+        "bf16": bf16,
+        "device": str(targs.device),
+        "optimizer": str(targs.optim.value if hasattr(targs.optim, "value") else targs.optim),
+        "trainer_call_s": call_seconds,
+        "timing_method": "TrainerCallback.on_step_end stamps (CUDA-synchronised), warm-up steps excluded",
+    }
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", default="embedded:all-MiniLM-L6-v2")
+    ap.add_argument("--data", default=None, help=f"SQuAD v1.1 dev JSON (default $SPURIOUS_DATA_MIRROR/{SQUAD_DEV})")
+    ap.add_argument("--questions", type=int, default=2000, help="train on the first N questions")
+    ap.add_argument("--max-length", type=int, default=256)
+    ap.add_argument("--stride", type=int, default=128)
+    ap.add_argument("--batch-size", type=int, default=16)
+    ap.add_argument("--grad-accum", type=int, default=1, help="gradient_accumulation_steps (both loops)")
+    ap.add_argument("--learning-rate", type=float, default=1e-4)
+    ap.add_argument("--steps", type=int, default=30, help="optimizer steps per run")
+    ap.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing")
+    ap.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
+    ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--json", default=None, help="also write the results here")
+    args = ap.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+    if not 0 < args.warmup < args.steps:
+        ap.error("need 0 < --warmup < --steps")
+    if importlib.util.find_spec("accelerate") is None:
+        sys.exit("the Trainer baseline needs accelerate>=1.1.0: pip install 'accelerate>=1.1.0'")
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    device = pick_device(args.device)
+    bf16 = use_bf16("auto", device)
+
+    data = args.data or default_data()
+    frame = load_squad_json(data)
+    train_frame = frame.iloc[: args.questions].reset_index(drop=True)
+    valid_frame = frame.iloc[args.questions : args.questions + VALID_QUESTIONS].reset_index(drop=True)
+    t0 = time.perf_counter()
+    feats = featurize(train_frame, load_tokenizer(args.model), max_length=args.max_length, stride=args.stride)
+    featurize_s = time.perf_counter() - t0
+    epochs = args.steps * args.batch_size * args.grad_accum / len(feats)
+    name = device_name(device)
+    print(
+        f"device: {name}; bf16 autocast: {bf16}; model {args.model}; {len(train_frame)} questions -> {len(feats)} "
+        f"windows (max_length {args.max_length}, stride {args.stride}, featurised in {featurize_s:.1f}s); "
+        f"batch {args.batch_size} x accum {args.grad_accum}; {args.steps} steps ({epochs:.2f} epochs), "
+        f"first {args.warmup} not timed",
+        flush=True,
+    )
+
+    results = []
+    results.append(bench_trainer(args.model, feats, args=args, device=device, bf16=bf16))
+    print(f"  {results[-1]['name']}: {results[-1]['features_per_s']:.1f} features/s", flush=True)
+    for group in (True, False):
+        r = bench_ours(
+            args.model, train_frame, valid_frame, feats, group_by_length=group, args=args, device=device, bf16=bf16
+        )
+        results.append(r)
+        print(f"  {r['name']}: {r['features_per_s']:.1f} features/s", flush=True)
+    base = results[0]["features_per_s"]
+    for r in results:
+        r["ratio_vs_trainer"] = r["features_per_s"] / base
+
+    print()
+    print(f"Training throughput on {name} (bf16 autocast: {bf16}); baseline = HF Trainer in the same run")
+    header = f"{'variant':<58} {'s/step':>8} {'features/s':>11} {'width':>6} {'pad %':>6} {'ours/Trainer':>13}"
+    print(header)
+    print("-" * len(header))
+    for r in results:
+        print(
+            f"{r['name']:<58} {r['s_per_step']:>8.3f} {r['features_per_s']:>11.1f} {r['mean_batch_width']:>6.0f} "
+            f"{100 * r['pad_fraction']:>5.1f}% {r['ratio_vs_trainer']:>12.2f}x"
+        )
+    print()
+    print("timing:")
+    for r in results:
+        print(f"  {r['loop']}: {r['timing_method']}")
+
+    if args.json:
+        payload: dict[str, Any] = {
+            "benchmark": "bench_train_loop",
+            "device": name,
+            "device_type": device.type,
+            "bf16": bf16,
+            "threads": torch.get_num_threads(),
+            "model": args.model,
+            "data": data,
+            "questions": len(train_frame),
+            "features": len(feats),
+            "max_length": args.max_length,
+            "stride": args.stride,
+            "batch_size": args.batch_size,
+            "gradient_accumulation_steps": args.grad_accum,
+            "learning_rate": args.learning_rate,
+            "steps": args.steps,
+            "warmup_steps": args.warmup,
+            "featurize_s": featurize_s,
+            "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
+            "results": results,
+        }
+        Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json).write_text(json.dumps(payload, indent=2) + "\n")
+        print(f"wrote {args.json}")
+
+
+if __name__ == "__main__":
+    main()
