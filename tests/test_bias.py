@@ -22,6 +22,7 @@ from spurious.bias import (
     human_scores,
     human_skipped_count,
     interval_distance,
+    measure_at_threshold,
     search_threshold,
     search_thresholds,
     select_best_threshold,
@@ -519,3 +520,22 @@ def test_human_bias_mapping_per_annotator() -> None:
         human_bias([{"ans-len": _result(1.0)}, {"cos-sim": _result(1.0)}])
     with pytest.raises(ValueError):
         human_bias([])
+
+
+def test_measure_at_threshold_matches_the_search_at_its_own_threshold():
+    rng = np.random.default_rng(3)
+    values = rng.integers(0, 10, size=400).astype(float)
+    em = np.where(values <= 4, 100.0, 0.0) * (rng.random(400) < 0.8)
+    f1 = em.copy()
+    found = search_threshold(values, em, f1, heuristic="ans-len", sample_size=50, iterations=30, seed=1)
+    assert found["found"]
+    fixed = measure_at_threshold(
+        values, em, f1, found["threshold"], heuristic="ans-len", sample_size=50, iterations=30, seed=1
+    )
+    assert fixed["found"] and fixed["threshold"] == found["threshold"] and len(fixed["grid"]) == 1
+    assert fixed["groups"]["low"]["size"] == int((values <= found["threshold"]).sum())
+    # the low values (EM ~80) clearly beat the high ones (EM 0): a large positive distance at a fixed threshold too
+    assert fixed["prediction_bias"] > 50
+    # A threshold leaving a segment below the sample size is measured as not found.
+    edge = measure_at_threshold(values, em, f1, 0.0, heuristic="ans-len", sample_size=50, iterations=30, seed=1)
+    assert not edge["found"] and edge["prediction_bias"] == 0.0

@@ -26,7 +26,10 @@ def test_defaults_are_filled_in():
     del cfg["bias"]
     cfg["models"]["minilm"]["training"] = {}
     out = validate_config(cfg)
-    assert out["bias"] == {"sample_size": 800, "iterations": 100, "with_replacement": False, "seed": 0}
+    assert out["bias"] == {
+        "sample_size": 800, "iterations": 100, "with_replacement": False, "seed": 0,
+        "split_sentinels": "exclude", "fixed_thresholds_from": None,
+    }
     # App. B.1 defaults.
     training = out["models"]["minilm"]["training"]
     assert (training["learning_rate"], training["batch_size"], training["epochs"]) == (2e-5, 16, 3)

@@ -118,3 +118,40 @@ def test_read_heuristic_values_aligns_and_reports_missing(tmp_path):
         data.read_heuristic_values(path, "ans-len", ["a", "z"])
     with pytest.raises(data.DataValidationError, match="heuristics.names"):
         data.read_heuristic_values(path, "cos-sim", ["a"])
+
+
+def test_mrqa_records_convert_to_the_squad_layout():
+    from spurious.data import find_invalid_records, mrqa_to_squad
+
+    context = "Paris is the capital of France. It lies on the Seine."
+    rows = pd.DataFrame(
+        [
+            {
+                "subset": "NaturalQuestionsShort",
+                "qid": "q1",
+                "context": context,
+                "question": "capital of france",
+                "detected_answers": {
+                    "text": ["Paris", "Paris"],
+                    "char_spans": [{"start": [0], "end": [4]}, {"start": [0, 0], "end": [4, 4]}],
+                },
+            },
+            {
+                "subset": "TriviaQA-web",
+                "qid": "q2",
+                "context": context,
+                "question": "which river",
+                # the columnar layout some pyarrow versions give
+                "detected_answers": {"text": ["the Seine"], "char_spans": {"start": [[43]], "end": [[51]]}},
+            },
+        ]
+    )
+    nq = mrqa_to_squad(rows, "NaturalQuestionsShort")
+    assert nq["id"].tolist() == ["q1"]
+    assert list(nq.loc[0, "answers"]["text"]) == ["Paris", "Paris"]
+    assert list(nq.loc[0, "answers"]["answer_start"]) == [0, 0]
+    trivia = mrqa_to_squad(rows, "TriviaQA-web")
+    assert list(trivia.loc[0, "answers"]["answer_start"]) == [43] and context[43:52] == "the Seine"
+    assert find_invalid_records(trivia).n_invalid == 0
+    with pytest.raises(ValueError, match="no records of subset 'SearchQA'"):
+        mrqa_to_squad(rows, "SearchQA")

@@ -708,3 +708,19 @@ def test_debiasing_beats_plain_training_on_a_synthetic_shortcut(seed, one_thread
     assert results["plain_on_marker"] > 0.25, results
     assert results["lmix"] > results["plain"] + 0.05, results
     assert results["creg"] > results["plain"] + 0.05, results
+
+
+def test_stored_logits_follow_left_padding():
+    from spurious.debias import _gather_logits
+
+    store = np.zeros((3, 2, 6), dtype=np.float32)
+    store[0, :, :3] = [[1, 2, 3], [4, 5, 6]]  # a 3-token window
+    store[2, :, :5] = [[7, 8, 9, 10, 11], [12, 13, 14, 15, 16]]  # a 5-token window
+    like = torch.zeros(2, 5)
+    left = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
+    start, end = _gather_logits(store, np.array([0, 2]), like, left)
+    assert start.tolist() == [[0, 0, 1, 2, 3], [7, 8, 9, 10, 11]]
+    assert end[0].tolist() == [0, 0, 4, 5, 6]
+    right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
+    start, _ = _gather_logits(store, np.array([0, 2]), like, right)
+    assert start.tolist() == [[1, 2, 3, 0, 0], [7, 8, 9, 10, 11]]

@@ -158,6 +158,54 @@ def test_collate_pads_and_shifts_labels_for_left_padding():
     assert left["start_positions"].tolist() == [5, 6] and left["end_positions"].tolist() == [6, 6]
 
 
+def test_collate_masks_mark_context_question_and_cls(tokenizer, squad_sample):
+    feats = qa.featurize(squad_sample.iloc[:6], tokenizer, max_length=96, stride=32)
+    idx = np.arange(len(feats))[::-1]
+    batch = feats.collate(idx, pad_to=100)
+    for key in ("context_mask", "question_mask", "cls_mask"):
+        assert batch[key].dtype == torch.bool and batch[key].shape == batch["input_ids"].shape
+    for j, i in enumerate(idx):
+        n = len(feats.input_ids[i])
+        context, question, cls = (batch[k][j].numpy() for k in ("context_mask", "question_mask", "cls_mask"))
+        assert np.array_equal(context[:n], feats.context_offsets[i][:, 0] != -1) and not context[n:].any()
+        assert np.array_equal(question[:n], feats.sequence_ids[i] == 0) and not question[n:].any()
+        assert not (context & question).any()
+        # the question tokens are the question's own tokens; BERT-like: CLS first, labels of answerless windows
+        question_text = squad_sample["question"][feats.example_index[i]].lstrip()
+        assert (
+            batch["input_ids"][j][question].tolist() == tokenizer(question_text, add_special_tokens=False)["input_ids"]
+        )
+        assert np.flatnonzero(cls).tolist() == [0] and batch["input_ids"][j, 0] == tokenizer.cls_token_id
+        assert feats.cls_index[i] == 0
+    assert (feats.max_length, feats.stride, feats.vocab_size) == (96, 32, len(tokenizer))
+
+
+def test_collate_masks_follow_left_padding():
+    # left padding (XLNet-like): context first (sequence 0), question second (sequence 1), CLS last
+    feats = qa.QAFeatures(
+        input_ids=[np.array([7, 8, 9, 5, 6, 3]), np.array([7, 5, 3])],
+        token_type_ids=None,
+        context_offsets=[
+            np.array([[0, 1], [2, 3], [4, 5], [-1, -1], [-1, -1], [-1, -1]]),
+            np.array([[0, 1], [-1, -1], [-1, -1]]),
+        ],
+        example_index=np.array([0, 1]),
+        start_positions=np.array([5, 2]),
+        end_positions=np.array([5, 2]),
+        example_ids=["a", "b"],
+        contexts=["", ""],
+        pad_token_id=0,
+        pad_on_right=False,
+        sequence_ids=[np.array([0, 0, 0, 1, 1, -1]), np.array([0, 1, -1])],
+        cls_index=np.array([5, 2]),
+    )
+    batch = feats.collate([0, 1])
+    assert batch["context_mask"].tolist() == [[True] * 3 + [False] * 3, [False] * 3 + [True, False, False]]
+    assert batch["question_mask"].tolist() == [[False] * 3 + [True, True, False], [False] * 4 + [True, False]]
+    assert batch["cls_mask"].tolist() == [[False] * 5 + [True], [False] * 5 + [True]]
+    assert batch["start_positions"].tolist() == [5, 5]  # the CLS label moves with the padding, like the mask
+
+
 def test_padding_does_not_change_the_loss():
     torch.manual_seed(0)
     start, end = torch.randn(2, 5), torch.randn(2, 5)
@@ -269,8 +317,13 @@ def tiny_frames(squad_dev):
     return short.iloc[:10].reset_index(drop=True), short.iloc[200:206].reset_index(drop=True)
 
 
+HOOKS = ("objective_factory", "objective_id", "selection", "extra_validation", "init")
+
+
 def _train(frames, tmp: Path, name: str, log=None, **overrides):
+    """A tiny run; ``overrides`` are settings, except the training hooks (``HOOKS``), which are train_qa keywords."""
     train, valid = frames
+    hooks = {k: overrides.pop(k) for k in HOOKS if k in overrides}
     return qa.train_qa(
         train,
         valid,
@@ -279,6 +332,7 @@ def _train(frames, tmp: Path, name: str, log=None, **overrides):
         checkpoint_dir=tmp / "ckpt" / name,
         settings={**TINY, **overrides},
         log=log or (lambda m: None),
+        **hooks,
     )
 
 
@@ -380,3 +434,240 @@ def test_eval_subset_is_fixed(squad_sample):
     assert len(a) == 50 and a["id"].tolist() == qa.select_eval_subset(squad_sample, 50)["id"].tolist()
     assert qa.select_eval_subset(squad_sample, None) is squad_sample
     assert isinstance(a, pd.DataFrame)
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# Training hooks: objective, checkpoint selection, extra validation curves
+
+
+class ScaledCE(torch.nn.Module):
+    """A test objective: the plain QA loss plus a trainable scalar pulled towards 3, checking what it receives."""
+
+    needs_hidden_states = True
+
+    def __init__(self, features: qa.QAFeatures) -> None:
+        super().__init__()
+        self.features = features
+        self.w = torch.nn.Parameter(torch.tensor(1.0))
+        self.register_buffer("calls", torch.zeros((), dtype=torch.long))
+        self.seen: list[np.ndarray] = []
+
+    def forward(self, start, end, hidden, batch, feature_index):
+        assert hidden.shape == (*start.shape, 384)  # MiniLM's last hidden state [B, W, H]
+        reference = self.features.collate(feature_index)  # the rows named by feature_index are the batch's
+        for key in ("input_ids", "start_positions", "context_mask", "question_mask", "cls_mask"):
+            assert torch.equal(batch[key].cpu(), reference[key]), key
+        self.calls += 1
+        self.seen.append(np.array(feature_index))
+        ce = qa.qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
+        loss = ce + 0.5 * (self.w - 3.0) ** 2 + 0.0 * hidden.float().mean()
+        return loss, {"ce": ce.detach(), "w": float(self.w.detach())}  # tensors or floats
+
+
+def _scaled_ce_factory(created: list):
+    def make(features: qa.QAFeatures) -> ScaledCE:
+        created.append(ScaledCE(features))
+        return created[-1]
+
+    return make
+
+
+def _weights(path: Path) -> dict[str, torch.Tensor]:
+    return load_file(path / "model.safetensors")
+
+
+@pytest.fixture(scope="module")
+def objective_run(tiny_frames, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("qa_objective")
+    created: list[ScaledCE] = []
+    messages: list[str] = []
+    summary = _train(
+        tiny_frames, tmp, "o", log=messages.append, objective_factory=_scaled_ce_factory(created), objective_id="sce"
+    )
+    return tmp, summary, created, messages
+
+
+def test_objective_replaces_the_training_loss_and_trains_its_parameters(objective_run, reference_run):
+    _, o, created, messages = objective_run
+    _, a = reference_run
+    assert len(created) == 1 and o["steps"] == 6 and o["objective_id"] == "sce"
+    objective = created[0]
+    assert 1.0 < float(objective.w.detach()) < 1.01  # AdamW moved it towards 3, about lr per step
+    assert int(objective.calls) == 6  # batch 4, no accumulation: one micro-batch per step
+    # micro-batches are consecutive slices of the epoch's permutation: feature_index addresses featurize's order
+    assert objective.features.tokenizer_name == MINILM  # the configured name: what infer_feature_logits records
+    lengths = objective.features.lengths
+    assert len(lengths) == 20  # 5 batches per epoch: step 6 is the first of epoch 1
+    order = [qa.epoch_order(lengths, batch_size=4, seed=7, epoch=e) for e in (0, 1)]
+    assert np.array_equal(np.concatenate(objective.seen), np.concatenate([order[0], order[1][:4]]))
+    # the logged values land in the train rows and the progress line; the loss is the objective's
+    rows = o["train_losses"]
+    assert [r["step"] for r in rows] == list(range(1, 7)) and all({"ce", "w"} <= set(r) for r in rows)
+    assert rows[0]["loss"] == pytest.approx(rows[0]["ce"] + 0.5 * (1.0 - 3.0) ** 2, rel=1e-6)
+    assert rows[0]["ce"] == pytest.approx(a["train_losses"][0]["loss"], rel=1e-6)  # same model, same first batch
+    assert any(m.startswith("step 1/6") and " ce " in m and " w 1" in m for m in messages)
+    # validation stays the plain QA loss: at step 3 (before the objectives diverge much) it is close to the plain run's
+    assert [r["step"] for r in o["validation_losses"]] == [3, 6]
+    assert o["validation_losses"][0]["loss"] == pytest.approx(a["validation_losses"][0]["loss"], rel=0.05)
+
+
+def test_objective_state_is_checkpointed_and_resumed_exactly(objective_run, tiny_frames):
+    tmp, o, created, _ = objective_run
+    ckpt = tmp / "ckpt" / "p"
+    first: list[ScaledCE] = []
+    with pytest.raises(qa.TrainingPreempted) as exc:
+        _train(
+            tiny_frames, tmp, "p", log=_sigterm_at(4), objective_factory=_scaled_ce_factory(first), objective_id="sce"
+        )
+    assert exc.value.step == 4 and (ckpt / "step-00000004" / qa.OBJECTIVE_STATE_FILE).is_file()
+    second: list[ScaledCE] = []
+    p = _train(tiny_frames, tmp, "p", objective_factory=_scaled_ce_factory(second), objective_id="sce")
+    assert p["resumed_from_step"] == 4
+    assert int(second[0].calls) == 6 and len(second[0].seen) == 2  # 4 calls restored from the checkpoint
+    assert torch.equal(second[0].w, created[0].w)  # the scalar and its AdamW moments were restored
+    assert p["train_losses"] == o["train_losses"] and p["validation_losses"] == o["validation_losses"]
+    wo, wp = _weights(tmp / "o" / "model"), _weights(tmp / "p" / "model")
+    assert all(torch.equal(wo[k], wp[k]) for k in wo)
+
+
+def test_the_objective_is_part_of_the_run_fingerprint(tiny_frames, tmp_path):
+    factory = _scaled_ce_factory([])
+    with pytest.raises(ValueError, match="objective_id"):  # an unidentified objective
+        _train(tiny_frames, tmp_path, "f", objective_factory=factory)
+    with pytest.raises(qa.TrainingPreempted):
+        _train(tiny_frames, tmp_path, "f", log=_sigterm_at(1), objective_factory=factory, objective_id="a")
+    with pytest.raises(RuntimeError, match="different run"):
+        _train(tiny_frames, tmp_path, "f", objective_factory=factory, objective_id="b")
+    with pytest.raises(RuntimeError, match="different run"):  # a plain run never resumes an objective's checkpoint
+        _train(tiny_frames, tmp_path, "f")
+    with pytest.raises(RuntimeError, match="different run"):  # nor does a run from scratch weights
+        _train(tiny_frames, tmp_path, "f", objective_factory=factory, objective_id="a", init="scratch")
+    # a factory's own .fingerprint identifies it too; without any option the fingerprint is the plain run's
+    factory.fingerprint = "sce-v1"
+    with pytest.raises(RuntimeError, match="different run"):
+        _train(tiny_frames, tmp_path, "f", objective_factory=factory)
+    feats = qa.QAFeatures([np.array([1])], None, [np.full((1, 2), -1)], np.array([0]), None, None, ["x"], [""], 0)
+    s = qa.resolve_settings(TINY)
+    none = {"objective": None, "objective_factory": None, "selection": None, "extra_validation": None}
+    assert qa._fingerprint("m", s, feats, feats, none) == qa._fingerprint("m", s, feats, feats)
+    assert qa._fingerprint("m", s, feats, feats, {**none, "objective": "a"}) != qa._fingerprint("m", s, feats, feats)
+
+
+def test_scratch_init_is_a_seeded_random_model_of_the_same_architecture():
+    from spurious.models import load_qa_model
+
+    pretrained = load_qa_model(MINILM).state_dict()
+    torch.manual_seed(0)
+    a = qa._initial_model(MINILM, "scratch").state_dict()
+    torch.manual_seed(0)
+    b = qa._initial_model(MINILM, "scratch").state_dict()
+    assert a.keys() == pretrained.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    key = "bert.encoder.layer.0.attention.self.query.weight"
+    assert a[key].shape == pretrained[key].shape and not torch.equal(a[key], pretrained[key])
+    with pytest.raises(ValueError, match="unknown init 'random'"):
+        qa._initial_model(MINILM, "random")
+
+
+class FakeSelection:
+    """Returns the given scores in call order and snapshots the model it scored."""
+
+    def __init__(self, scores: list[float]) -> None:
+        self.scores = scores
+        self.snapshots: list[dict[str, torch.Tensor]] = []
+
+    def __call__(self, model, tokenizer):
+        assert not model.training and tokenizer.is_fast
+        self.snapshots.append({k: v.detach().clone() for k, v in model.state_dict().items()})
+        score = self.scores[len(self.snapshots) - 1]
+        return score, {"f1_fake": np.float64(10 * score)}
+
+
+SELECTION_RUN = {"max_steps": 10, "eval_every": 2, "early_stopping_patience": 1, "eval_max_examples": 4}
+
+
+def _ood(squad_dev):
+    short = squad_dev[squad_dev["context"].str.len() < 400]
+    return short.iloc[300:308].reset_index(drop=True)
+
+
+@pytest.fixture(scope="module")
+def selection_run(tiny_frames, squad_dev, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("qa_selection")
+    fake = FakeSelection([1.0, 3.0, 2.0])
+    summary = _train(tiny_frames, tmp, "s", selection=fake, extra_validation={"ood": _ood(squad_dev)}, **SELECTION_RUN)
+    return tmp, summary, fake
+
+
+def test_selection_decides_the_kept_checkpoint_and_early_stopping(selection_run):
+    tmp, s, fake = selection_run
+    # evaluations at 2, 4, 6 score 1, 3, 2: the best is step 4, and patience 1 stops at the first worse score
+    assert s["stopped_early"] and s["steps"] == 6 and len(fake.snapshots) == 3
+    assert s["best_step"] == s["saved_step"] == 4 and s["best_score"] == 3.0
+    assert s["selection_history"] == [
+        {"step": 2, "score": 1.0, "f1_fake": 10.0},
+        {"step": 4, "score": 3.0, "f1_fake": 30.0},
+        {"step": 6, "score": 2.0, "f1_fake": 20.0},
+    ]
+    assert s["best_validation_loss"] == s["validation_losses"][1]["loss"]  # the loss of the kept step
+    saved = _weights(tmp / "s" / "model")
+    assert all(torch.equal(saved[k], fake.snapshots[1][k]) for k in saved)  # the model scored at step 4
+    state = json.loads((tmp / "s" / "model" / qa.TRAINING_STATE_FILE).read_text())
+    assert state["selection_history"] == s["selection_history"]
+
+
+def test_extra_validation_curves_are_recorded_at_every_evaluation(selection_run, tokenizer, squad_dev):
+    tmp, s, _ = selection_run
+    curves = s["validation_curves"]
+    assert set(curves) == {"validation", "ood"} and curves["validation"] == s["validation_losses"]
+    assert [r["step"] for r in curves["ood"]] == [2, 4, 6]
+    assert s["validation_sets"] == {
+        "validation": {"n_examples": 4, "n_features": s["n_valid_features"]},
+        "ood": {"n_examples": 4, "n_features": s["validation_sets"]["ood"]["n_features"]},
+    }
+    # the curve is the plain validation loss of the seeded eval_max_examples subset: recompute it for the kept model
+    from spurious.models import load_qa_model
+
+    ood = qa.featurize(qa.select_eval_subset(_ood(squad_dev), 4), tokenizer, max_length=64, stride=16)
+    loss = qa.validation_loss(load_qa_model(tmp / "s" / "model"), ood)
+    assert curves["ood"][1]["loss"] == pytest.approx(loss, rel=1e-5)
+    with pytest.raises(ValueError, match="'validation'"):
+        qa._eval_frames(squad_dev.iloc[:2], {"validation": squad_dev.iloc[:2]}, tokenizer, qa.resolve_settings(TINY))
+
+
+def test_selection_state_survives_preemption(selection_run, tiny_frames, squad_dev):
+    tmp, s, _ = selection_run
+    extra = {"extra_validation": {"ood": _ood(squad_dev)}, **SELECTION_RUN}
+    with pytest.raises(qa.TrainingPreempted) as exc:
+        _train(tiny_frames, tmp, "r", log=_sigterm_at(3), selection=FakeSelection([1.0]), **extra)
+    assert exc.value.step == 3
+    r = _train(tiny_frames, tmp, "r", selection=FakeSelection([3.0, 2.0]), **extra)
+    assert r["resumed_from_step"] == 3
+    for key in ("selection_history", "best_step", "best_score", "validation_curves", "train_losses", "stopped_early"):
+        assert r[key] == s[key], key
+    ws, wr = _weights(tmp / "s" / "model"), _weights(tmp / "r" / "model")
+    assert all(torch.equal(ws[k], wr[k]) for k in ws)
+
+
+def test_segment_gap_selection_scores_the_f1_difference(reference_run, tiny_frames, tokenizer):
+    from spurious.metrics import evaluate
+    from spurious.models import load_qa_model
+
+    tmp, _ = reference_run
+    _, valid = tiny_frames
+    settings = {"max_length": 64, "stride": 16}
+    biased, unbiased = valid.iloc[:3].reset_index(drop=True), valid.iloc[3:].reset_index(drop=True)
+    select = qa.segment_gap_selection(biased, unbiased, settings=settings)
+    score, info = select(load_qa_model(tmp / "a" / "model"), tokenizer)
+    expected = {
+        name: evaluate(frame, qa.predict_qa(tmp / "a" / "model", frame, settings=settings))
+        for name, frame in (("biased", biased), ("unbiased", unbiased))
+    }
+    assert info == {
+        "f1_biased": expected["biased"]["f1"],
+        "em_biased": expected["biased"]["exact_match"],
+        "f1_unbiased": expected["unbiased"]["f1"],
+        "em_unbiased": expected["unbiased"]["exact_match"],
+    }
+    assert score == info["f1_biased"] - info["f1_unbiased"]
+    other = qa.segment_gap_selection(unbiased, biased, settings=settings)
+    assert isinstance(select.fingerprint, str) and other.fingerprint != select.fingerprint

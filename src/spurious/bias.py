@@ -49,6 +49,7 @@ __all__ = [
     "bootstrap_segment",
     "interval_distance",
     "select_best_threshold",
+    "measure_at_threshold",
     "search_threshold",
     "search_thresholds",
     "split_by_threshold",
@@ -233,8 +234,12 @@ def search_threshold(
     with_replacement: bool = False,
     drop_negative: bool | None = None,
     compat_accept_first_valid: bool = False,
+    thresholds: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """Search the threshold that maximises the prediction bias of one heuristic (Alg. 1 + App. C).
+
+    ``thresholds`` replaces the grid of candidates (default :func:`threshold_grid` of the values); see
+    :func:`measure_at_threshold` for a single fixed one.
 
     ``values``, ``em`` and ``f1`` are aligned per evaluated example (EM 0/100, F1 0..100). ``drop_negative``
     (default: ``heuristic in DROP_NEGATIVE_HEURISTICS``) removes rows with ``values < 0`` before the grid and the
@@ -272,7 +277,7 @@ def search_threshold(
         if n_dropped:
             v, em_arr, f1_arr = v[keep], em_arr[keep], f1_arr[keep]
     n = len(v)
-    grid = threshold_grid(v)
+    grid = threshold_grid(v) if thresholds is None else np.sort(_as_1d_float(thresholds, "thresholds"))
     sorted_v = np.sort(v)
     # |L| for every threshold at once; ``side="right"`` counts values <= t, the split's comparison.
     sizes_low = np.searchsorted(sorted_v, grid, side="right")
@@ -340,6 +345,38 @@ def search_threshold(
         "groups": groups,
         "grid": entries,
     }
+
+
+def measure_at_threshold(
+    values: ArrayLike,
+    em: ArrayLike,
+    f1: ArrayLike,
+    threshold: float,
+    *,
+    heuristic: str,
+    sample_size: int = 800,
+    iterations: int = 100,
+    seed: int = 0,
+    with_replacement: bool = False,
+    drop_negative: bool | None = None,
+) -> dict[str, Any]:
+    """Prediction bias at a given threshold, e.g. one found on another dataset (paper §5.2, Fig. 4: the
+    SQuAD-optimal thresholds applied to OOD data). Same result layout as :func:`search_threshold`; ``found`` is
+    whether both segments hold at least ``sample_size`` rows, and ``prediction_bias`` is then the EM-interval
+    distance, which may be 0 when the intervals overlap (no search: the threshold is not chosen to maximise it)."""
+    return search_threshold(
+        values,
+        em,
+        f1,
+        heuristic=heuristic,
+        sample_size=sample_size,
+        iterations=iterations,
+        seed=seed,
+        with_replacement=with_replacement,
+        drop_negative=drop_negative,
+        compat_accept_first_valid=True,
+        thresholds=[float(threshold)],
+    )
 
 
 def search_thresholds(

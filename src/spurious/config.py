@@ -40,6 +40,11 @@ def _key_path(error: jsonschema.ValidationError) -> str:
 
 
 def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "oneOf" and error.context:
+        # "null or an object": report why the object failed, not that no alternative matched
+        real = [e for e in error.context if e.validator != "type" or e.validator_value != "null"]
+        if real:
+            return _describe(jsonschema.exceptions.best_match(real))
     key = _key_path(error)
     if error.validator == "enum":
         return f"config key '{key}': {error.instance!r} is not allowed; allowed: {error.validator_value}"
@@ -63,7 +68,16 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | 
     if errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(_describe(e) for e in errors))
     _check_references(cfg)
+    _check_debias(cfg, load_schema(schema_path))
     return cfg
+
+
+def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """The training settings of a debiasing stage (resam, lmix, creg, bias_model): the original model's settings,
+    then ``debias.training``, then ``debias.<stage>.training``."""
+    debias = cfg["debias"]
+    base = dict(cfg["models"][debias["model"]]["training"])
+    return {**base, **debias.get("training", {}), **debias[stage].get("training", {})}
 
 
 def available_splits(cfg: Mapping[str, Any], dataset: str) -> set[str]:
@@ -71,7 +85,49 @@ def available_splits(cfg: Mapping[str, Any], dataset: str) -> set[str]:
     names = set(ds["splits"])
     if ds.get("derive"):
         names |= set(DERIVED_SPLITS)
-    return names
+    return names | set(ds.get("subsets", {}))
+
+
+def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
+    debias = cfg.get("debias")
+    if not debias:
+        return
+    problems = []
+    model = debias["model"]
+    if model not in cfg["models"]:
+        raise ConfigError(f"invalid configuration:\n  config key 'debias.model': unknown model {model!r}; declared: {sorted(cfg['models'])}")
+    if debias["original_seed"] not in cfg["models"][model]["seeds"]:
+        problems.append(f"config key 'debias.original_seed': model {model!r} is not trained with seed {debias['original_seed']}")
+    unknown = sorted(set(debias["heuristics"]) - set(cfg["heuristics"]["names"]))
+    if unknown:
+        problems.append(f"config key 'debias.heuristics': {unknown} are not in heuristics.names")
+    train = debias["train"] or cfg["models"][model]["train"]
+    source = debias["threshold_from"] or cfg["models"][model]["validation"]
+    if train["dataset"] != source["dataset"]:
+        problems.append(
+            f"config key 'debias.threshold_from': thresholds are per dataset, so they must come from the training "
+            f"dataset {train['dataset']!r}, not {source['dataset']!r}"
+        )
+    for key, ref in (("train", train), ("threshold_from", source)):
+        if ref["split"] not in available_splits(cfg, ref["dataset"]):
+            problems.append(f"config key 'debias.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
+    for name in cfg["datasets"]:
+        if "fixed" in available_splits(cfg, name):
+            problems.append(f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)")
+    training_schema = {"$defs": schema["$defs"], **schema["$defs"]["training"]}
+    base = cfg["models"][model]["training"]
+    for stage in ("resam", "lmix", "creg", "bias_model"):
+        merged = method_training(cfg, stage)
+        for key in ("max_length", "stride"):
+            if merged[key] != base[key]:
+                problems.append(
+                    f"config key 'debias.{stage}.training.{key}' (or debias.training.{key}): the debiased models share "
+                    f"the original model's featurisation ({key}={base[key]}); bias and teacher logits are stored per window"
+                )
+        for error in jsonschema.Draft202012Validator(training_schema).iter_errors(merged):
+            problems.append(f"config key 'debias.{stage}.training.{_key_path(error)}': {error.message}")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
 def _check_references(cfg: dict[str, Any]) -> None:
@@ -85,10 +141,21 @@ def _check_references(cfg: dict[str, Any]) -> None:
                     f"datasets.{name}.splits {sorted(ds['splits'])}"
                 )
             clash = sorted(set(DERIVED_SPLITS) & set(ds["splits"]))
+            clash += sorted(set(DERIVED_SPLITS) & set(ds.get("subsets", {})))
             if clash:
                 problems.append(
                     f"config key 'datasets.{name}.splits': {clash} would clash with the derived splits; rename them "
                     "or remove 'derive'"
+                )
+
+    for name, ds in cfg["datasets"].items():
+        for sub, spec in ds.get("subsets", {}).items():
+            if sub in ds["splits"]:
+                problems.append(f"config key 'datasets.{name}.subsets.{sub}': a split of that name is declared too")
+            if spec["from"] in ds.get("subsets", {}) or spec["from"] not in available_splits(cfg, name):
+                problems.append(
+                    f"config key 'datasets.{name}.subsets.{sub}.from': {spec['from']!r} is not a split of {name!r} "
+                    "(subsets are drawn from declared or derived splits)"
                 )
 
     def check_ref(ref: Mapping[str, Any] | None, key: str) -> None:
@@ -111,6 +178,10 @@ def _check_references(cfg: dict[str, Any]) -> None:
         check_ref(ref, f"evaluate.{i}")
     check_ref(cfg["heuristics"].get("tfidf_reference"), "heuristics.tfidf_reference")
     check_ref(cfg.get("human"), "human")
+    check_ref(cfg["bias"].get("fixed_thresholds_from"), "bias.fixed_thresholds_from")
+    if cfg.get("debias"):
+        check_ref(cfg["debias"].get("train"), "debias.train")
+        check_ref(cfg["debias"].get("threshold_from"), "debias.threshold_from")
     for i, seg in enumerate(cfg["segments"]):
         check_ref(seg, f"segments.{i}")
         if seg["model"] not in cfg["models"]:
@@ -119,7 +190,10 @@ def _check_references(cfg: dict[str, Any]) -> None:
             problems.append(f"config key 'segments.{i}.seed': model {seg['model']!r} is not trained with that seed")
         if seg["heuristic"] not in cfg["heuristics"]["names"]:
             problems.append(f"config key 'segments.{i}.heuristic': {seg['heuristic']!r} is not in heuristics.names")
-        if {"dataset": seg["dataset"], "split": seg["split"]} not in cfg["evaluate"]:
+        tsplit = seg.get("threshold_split") or seg["split"]
+        if tsplit not in available_splits(cfg, seg["dataset"]):
+            problems.append(f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}")
+        if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
             problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))

@@ -114,12 +114,50 @@ def load_flat_json(path: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(QA_COLUMNS))
 
 
-def load_hub(name: str, config_name: str | None, split: str) -> pd.DataFrame:
-    """Load a split of a Hugging Face hub QA dataset (needs network unless cached)."""
+def mrqa_to_squad(df: pd.DataFrame, subset: str | None = None) -> pd.DataFrame:
+    """Convert MRQA records (HF ``mrqa-workshop/mrqa``: ``subset, qid, context, question, detected_answers{text,
+    char_spans{start, end}}``) to the SQuAD layout, keeping one MRQA ``subset`` (e.g. ``NaturalQuestionsShort``,
+    ``TriviaQA-web``). Each detected answer contributes its text and its first character span, as MRQA's own
+    SQuAD-format conversions do."""
+    if subset is not None:
+        df = df[df["subset"] == subset]
+        if df.empty:
+            raise DataValidationError(f"MRQA data has no records of subset {subset!r}")
+    rows = []
+    for rec in df.itertuples(index=False):
+        detected = rec.detected_answers
+        spans = detected["char_spans"]
+        # a list of {start: [...], end: [...]} per answer, or (columnar) {start: [[...], ...], end: [...]}
+        if isinstance(spans, Mapping):
+            starts = [int(list(s)[0]) for s in spans["start"]]
+        else:
+            starts = [int(list(span["start"])[0]) for span in spans]
+        rows.append(
+            {
+                "id": str(rec.qid),
+                "title": str(getattr(rec, "subset", "")),
+                "context": rec.context,
+                "question": rec.question,
+                "answers": {
+                    "text": [str(t) for t in detected["text"]],
+                    "answer_start": starts,
+                },
+            }
+        )
+    return pd.DataFrame(rows, columns=list(QA_COLUMNS))
+
+
+def load_hub(name: str, config_name: str | None, split: str, subset: str | None = None) -> pd.DataFrame:
+    """Load a split of a Hugging Face hub QA dataset (needs network unless cached). SQuAD-layout datasets load as
+    they are; MRQA-layout ones (``detected_answers``) are converted, keeping the MRQA ``subset`` given."""
     import datasets  # heavy import; only hub users pay for it
 
     ds = datasets.load_dataset(name, config_name, split=split)
     df = ds.to_pandas()
+    if "detected_answers" in df:
+        return mrqa_to_squad(df, subset)
+    if subset is not None:
+        raise ValueError(f"hub dataset {name}: 'subset' applies to MRQA-layout datasets only")
     if "title" not in df:
         df["title"] = ""
     df["answers"] = [
@@ -219,6 +257,16 @@ def split_by_title(
     return df[~is_valid].reset_index(drop=True), df[is_valid].reset_index(drop=True)
 
 
+def sample_questions(df: pd.DataFrame, *, max_examples: int, seed: int) -> pd.DataFrame:
+    """A seeded subset of at most ``max_examples`` questions, in the input order (the whole frame if smaller)."""
+    if max_examples < 1:
+        raise ValueError(f"max_examples must be positive, got {max_examples}")
+    if len(df) <= max_examples:
+        return df.reset_index(drop=True)
+    keep = np.sort(np.random.default_rng(seed).choice(len(df), size=max_examples, replace=False))
+    return df.iloc[keep].reset_index(drop=True)
+
+
 def resolve_mirror_path(relative: str, mirror: str | os.PathLike | None = None) -> Path | None:
     """Return ``$SPURIOUS_DATA_MIRROR/relative`` if the mirror is set and holds the file."""
     root = mirror if mirror is not None else os.environ.get(MIRROR_ENV)
@@ -248,7 +296,7 @@ def load_source(source: Mapping[str, Any], *, mirror: str | os.PathLike | None =
         return df
     hub = source.get("hub")
     if hub:
-        df = load_hub(hub["name"], hub.get("config"), hub["split"])
+        df = load_hub(hub["name"], hub.get("config"), hub["split"], hub.get("subset"))
         df.attrs["source"] = f"hub:{hub['name']}/{hub.get('config') or ''}:{hub['split']}"
         return df
     raise FileNotFoundError(

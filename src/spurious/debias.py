@@ -489,18 +489,27 @@ def _check_logit_store(name: str, array: np.ndarray) -> None:
         raise ValueError(f"{name} must have shape [N_features, 2, L], got {array.shape}")
 
 
-def _gather_logits(array: np.ndarray, feature_index: np.ndarray, like: Tensor) -> tuple[Tensor, Tensor]:
-    """The stored start and end logits of this batch's features, cut to the batch width, on ``like``'s device.
+def _gather_logits(
+    array: np.ndarray, feature_index: np.ndarray, like: Tensor, attention_mask: Tensor | None = None
+) -> tuple[Tensor, Tensor]:
+    """The stored start and end logits of this batch's features laid out like the batch, on ``like``'s device.
 
-    Stored rows are right-padded with zeros to L; batches are right-padded to their own width W ≤ L, so the first W
-    columns line up with the batch's tokens.
+    Stored rows hold each window's logits from position 0, zeros after it (``spurious.logits``). Batches are padded
+    to their own width W: on the right (BERT-like tokenizers) the first W stored columns line up; with left padding
+    (a row whose first position is padding) each row is shifted by its padding, as the collated batch is.
     """
+    from spurious.logits import align_to_batch
+
     width = like.shape[1]
-    if width > array.shape[2]:
-        raise ValueError(f"the batch is {width} tokens wide but the stored logits only {array.shape[2]}")
-    rows = np.asarray(array[np.asarray(feature_index)], dtype=np.float32)[:, :, :width]
-    if rows.shape[0] != like.shape[0]:
-        raise ValueError(f"feature_index selects {rows.shape[0]} rows for a batch of {like.shape[0]}")
+    idx = np.asarray(feature_index)
+    if len(idx) != like.shape[0]:
+        raise ValueError(f"feature_index selects {len(idx)} rows for a batch of {like.shape[0]}")
+    if attention_mask is not None and bool((attention_mask[:, 0] == 0).any()):
+        rows = align_to_batch(array, idx, attention_mask, pad_on_right=False)
+    else:
+        if width > array.shape[2]:
+            raise ValueError(f"the batch is {width} tokens wide but the stored logits only {array.shape[2]}")
+        rows = np.asarray(array[idx], dtype=np.float32)[:, :, :width]
     tensor = torch.from_numpy(np.ascontiguousarray(rows)).to(like.device)
     return tensor[:, 0], tensor[:, 1]
 
@@ -554,7 +563,7 @@ class LearnedMixinObjective(nn.Module):
         batch: dict[str, Tensor],
         feature_index: np.ndarray,
     ) -> tuple[Tensor, dict[str, float]]:
-        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits)
+        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits, batch.get("attention_mask"))
         if self.compat == "isbiased":
             valid_mask, gate = None, self.gate(hidden_states)
         else:
@@ -613,8 +622,8 @@ class ConfidenceRegularizationObjective(nn.Module):
         batch: dict[str, Tensor],
         feature_index: np.ndarray,
     ) -> tuple[Tensor, dict[str, float]]:
-        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits)
-        teacher_start, teacher_end = _gather_logits(self.teacher_logits, feature_index, start_logits)
+        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits, batch.get("attention_mask"))
+        teacher_start, teacher_end = _gather_logits(self.teacher_logits, feature_index, start_logits, batch.get("attention_mask"))
         valid_mask = None if self.compat == "isbiased" else _batch_masks(batch)[0]
         return confidence_regularization_loss(
             start_logits,

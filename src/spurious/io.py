@@ -84,3 +84,14 @@ def write_parquet(
 def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
     raw = (pq.read_schema(path).metadata or {}).get(b"spurious")
     return json.loads(raw) if raw else {}
+
+
+def file_sha256(path: str | os.PathLike, chunk_size: int = 1 << 22) -> str:
+    """The sha256 of a file's bytes, read in chunks (logits stores can be hundreds of MB)."""
+    import hashlib
+
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(chunk_size):
+            digest.update(block)
+    return digest.hexdigest()

@@ -100,14 +100,28 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> Any:
     return tokenizer
 
 
-def load_qa_model(name_or_path: str | os.PathLike) -> Any:
+def load_config(name_or_path: str | os.PathLike) -> Any:
+    """The ``transformers`` config of a checkpoint (architecture, hidden size, vocabulary size)."""
+    from transformers import AutoConfig
+
+    with quiet_transformers():
+        return AutoConfig.from_pretrained(resolve_model(name_or_path))
+
+
+def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False) -> Any:
     """Load an ``AutoModelForQuestionAnswering``; a missing QA head is freshly initialised and reported in one line.
 
     The fresh head is drawn from torch's global RNG, so seed torch before calling this for reproducible runs. Missing
-    weights outside the QA head are a warning: they usually mean a wrong checkpoint.
+    weights outside the QA head are a warning: they usually mean a wrong checkpoint. ``from_scratch`` builds the
+    checkpoint's architecture with random weights (the paper's bias models, App. B.2.1), keeping its vocabulary so
+    that the tokenizer is shared.
     """
     from transformers import AutoModelForQuestionAnswering
 
+    if from_scratch:
+        config = load_config(name_or_path)
+        log.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
+        return AutoModelForQuestionAnswering.from_config(config)
     resolved = resolve_model(name_or_path)
     with quiet_transformers():
         model, info = AutoModelForQuestionAnswering.from_pretrained(resolved, output_loading_info=True)

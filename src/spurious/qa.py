@@ -12,6 +12,10 @@ Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; ref
   the ``Trainer``, because we need exact resumption after preemption (SLURM) and a deterministic data order per seed.
   The validation loss is evaluated every ``eval_every`` steps, early stopping counts evaluations without improvement,
   and the checkpoint with the lowest validation loss is the one saved.
+* Debiasing hooks of ``train_qa``: a training objective replacing the QA loss (LearnedMixin, confidence
+  regularisation; it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.logits``),
+  a custom checkpoint selection (the biased-minus-unbiased F1 gap for bias models, ``segment_gap_selection``), and
+  validation-loss curves on extra (e.g. out-of-distribution) frames.
 
 The QA loss is computed here, not by the model: cross-entropy of start and end positions averaged, with padding
 positions masked out. HF heads use the same formula but leave padding in the softmax, which would make the loss depend
@@ -39,6 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.logits import features_fingerprint, write_feature_logits
 from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
 
 logger = logging.getLogger(__name__)
@@ -82,6 +87,7 @@ _RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint
 EVAL_SUBSET_SEED = 0
 CHECKPOINT_PREFIX = "step-"
 TRAINING_STATE_FILE = "training_state.json"
+OBJECTIVE_STATE_FILE = "objective.pt"
 
 
 class TrainingPreempted(RuntimeError):
@@ -107,7 +113,9 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     return resolved
 
 
-_NULLABLE = frozenset({"max_steps", "eval_every", "eval_max_examples", "early_stopping_patience", "threads", "max_grad_norm"})
+_NULLABLE = frozenset(
+    {"max_steps", "eval_every", "eval_max_examples", "early_stopping_patience", "threads", "max_grad_norm"}
+)
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -121,6 +129,12 @@ class QAFeatures:
 
     ``context_offsets[i]`` is an ``(n_tokens, 2)`` array of character offsets into the example's context, ``-1`` for
     tokens outside the context (question, special tokens), which post-processing must never pick.
+
+    The optional fields are filled by ``featurize`` (hand-built features may leave them out): ``sequence_ids[i]`` holds
+    the tokenizer's sequence id of every token (``-1`` for special tokens; the question is sequence 0 with right
+    padding, 1 with left padding), ``cls_index[i]`` the position of the CLS token (the label of windows without the
+    answer), and ``max_length``/``stride``/``tokenizer_name``/``vocab_size`` record how the windows were made, so that
+    logits stored per feature (``spurious.logits``) can be checked against the features that consume them.
     """
 
     input_ids: list[np.ndarray]
@@ -134,6 +148,12 @@ class QAFeatures:
     pad_token_id: int
     pad_token_type_id: int = 0
     pad_on_right: bool = True
+    sequence_ids: list[np.ndarray] | None = None
+    cls_index: np.ndarray | None = None
+    max_length: int | None = None
+    stride: int | None = None
+    tokenizer_name: str | None = None
+    vocab_size: int | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -142,10 +162,18 @@ class QAFeatures:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
+    @property
+    def question_sequence_id(self) -> int:
+        """The sequence id of the question: ``featurize`` puts it first with right padding, second with left."""
+        return 0 if self.pad_on_right else 1
+
     def collate(self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None) -> dict[str, torch.Tensor]:
         """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``), with labels if present.
 
         With left padding the label positions move right by the padding added, so they still point at the same token.
+        Besides the model inputs, the batch holds boolean ``[B, W]`` masks for training objectives that treat token
+        kinds differently: ``context_mask`` (tokens with context offsets), ``cls_mask`` (the CLS position; position 0
+        of the window when ``cls_index`` is unknown) and, when ``sequence_ids`` is known, ``question_mask``.
         """
         rows = [self.input_ids[i] for i in indices]
         width = max(max(len(r) for r in rows), pad_to or 0)
@@ -153,6 +181,9 @@ class QAFeatures:
         input_ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)
         types = np.full((n, width), self.pad_token_type_id, dtype=np.int64) if self.token_type_ids is not None else None
+        context = np.zeros((n, width), dtype=bool)
+        question = np.zeros((n, width), dtype=bool) if self.sequence_ids is not None else None
+        cls = np.zeros((n, width), dtype=bool)
         shift = np.zeros(n, dtype=np.int64)
         for j, (i, row) in enumerate(zip(indices, rows, strict=True)):
             sl = slice(0, len(row)) if self.pad_on_right else slice(width - len(row), width)
@@ -161,9 +192,17 @@ class QAFeatures:
             attention[j, sl] = 1
             if types is not None:
                 types[j, sl] = self.token_type_ids[i]
+            context[j, sl] = self.context_offsets[i][:, 0] != -1
+            if question is not None:
+                question[j, sl] = self.sequence_ids[i] == self.question_sequence_id
+            cls[j, shift[j] + (int(self.cls_index[i]) if self.cls_index is not None else 0)] = True
         batch = {"input_ids": torch.from_numpy(input_ids), "attention_mask": torch.from_numpy(attention)}
         if types is not None:
             batch["token_type_ids"] = torch.from_numpy(types)
+        batch["context_mask"] = torch.from_numpy(context)
+        batch["cls_mask"] = torch.from_numpy(cls)
+        if question is not None:
+            batch["question_mask"] = torch.from_numpy(question)
         if self.start_positions is not None and self.end_positions is not None:
             idx = np.asarray(indices)
             batch["start_positions"] = torch.from_numpy(self.start_positions[idx] + shift)
@@ -203,6 +242,8 @@ def featurize(
     out_types: list[np.ndarray] = []
     out_offsets: list[np.ndarray] = []
     out_example: list[int] = []
+    out_seq: list[np.ndarray] = []
+    out_cls: list[int] = []
     starts: list[int] = []
     ends: list[int] = []
     for lo in range(0, len(questions), chunk_size):
@@ -227,7 +268,7 @@ def featurize(
         for i, sample in enumerate(enc["overflow_to_sample_mapping"]):
             ex = lo + int(sample)
             ids = np.asarray(enc["input_ids"][i], dtype=np.int64)
-            seq_ids = np.array([-1 if s is None else s for s in enc.sequence_ids(i)])
+            seq_ids = np.array([-1 if s is None else s for s in enc.sequence_ids(i)], dtype=np.int8)
             offsets = np.asarray(enc["offset_mapping"][i], dtype=np.int64).reshape(-1, 2)
             in_ctx = seq_ids == ctx_seq
             offsets[~in_ctx] = -1
@@ -236,9 +277,11 @@ def featurize(
                 out_types.append(np.asarray(enc["token_type_ids"][i], dtype=np.int64))
             out_offsets.append(offsets)
             out_example.append(ex)
+            out_seq.append(seq_ids)
+            cls_index = int(np.flatnonzero(ids == cls_id)[0]) if cls_id is not None and (ids == cls_id).any() else 0
+            out_cls.append(cls_index)
             if answers is None:
                 continue
-            cls_index = int(np.flatnonzero(ids == cls_id)[0]) if cls_id is not None and (ids == cls_id).any() else 0
             start_tok = end_tok = cls_index
             first = _first_answer(answers[ex])
             ctx_tokens = np.flatnonzero(in_ctx)
@@ -264,7 +307,35 @@ def featurize(
         pad_token_id=int(tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0),
         pad_token_type_id=int(pad_type),
         pad_on_right=pad_on_right,
+        sequence_ids=out_seq,
+        cls_index=np.asarray(out_cls, dtype=np.int64),
+        max_length=int(max_length),
+        stride=int(stride),
+        tokenizer_name=str(getattr(tokenizer, "name_or_path", "") or type(tokenizer).__name__),
+        vocab_size=len(tokenizer),
     )
+
+
+def training_features(
+    frame: pd.DataFrame,
+    tokenizer: Any,
+    settings: Mapping[str, Any] | None = None,
+    *,
+    tokenizer_name: str | None = None,
+) -> QAFeatures:
+    """The labelled windows ``train_qa`` trains on; the one place that decides them.
+
+    Per-feature logits of bias and teacher models (``infer_feature_logits``) are addressed by the index of these
+    windows, so producer and consumer must call this same function with the same ``max_length``/``stride`` (the only
+    settings that matter here) and the same tokenizer. ``tokenizer_name`` is recorded on the features for their
+    fingerprint: the model name *as configured* (``train_qa`` records ``model_name_or_path``), not the tokenizer's
+    resolved path, which differs between machines for embedded and local models.
+    """
+    s = resolve_settings(settings)
+    features = featurize(frame, tokenizer, max_length=int(s["max_length"]), stride=int(s["stride"]), labels=True)
+    if tokenizer_name is not None:
+        features.tokenizer_name = str(tokenizer_name)
+    return features
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -377,13 +448,39 @@ def qa_loss(
     return (ce(start, start_positions) + ce(end, end_positions)) / 2
 
 
-def _forward(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> tuple[Any, Any]:
-    inputs = {
-        k: v.to(device, non_blocking=True) for k, v in batch.items() if k not in ("start_positions", "end_positions")
-    }
+# Batch keys the model receives; the rest (labels, token-kind masks) are for losses and training objectives.
+_MODEL_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
+
+
+def _model_outputs(
+    model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool, *, hidden: bool = False
+) -> tuple[Any, Any, Any]:
+    """Start logits, end logits and, with ``hidden``, the last hidden state ``[B, W, H]`` (else None).
+
+    Hidden states are requested only when needed: returning all layers costs memory on long windows.
+    """
+    inputs = {k: batch[k].to(device, non_blocking=True) for k in _MODEL_INPUT_KEYS if k in batch}
     with _autocast(device, bf16):
-        out = model(**inputs)
-    return out.start_logits, out.end_logits
+        out = model(**inputs, output_hidden_states=True) if hidden else model(**inputs)
+    return out.start_logits, out.end_logits, (out.hidden_states[-1] if hidden else None)
+
+
+def _forward(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> tuple[Any, Any]:
+    start, end, _ = _model_outputs(model, batch, device, bf16)
+    return start, end
+
+
+def _plain_loss(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> torch.Tensor:
+    """``qa_loss`` of the model on a collated batch: the training loss without an objective, and every validation
+    loss."""
+    start, end = _forward(model, batch, device, bf16)
+    return qa_loss(
+        start,
+        end,
+        batch["start_positions"].to(device),
+        batch["end_positions"].to(device),
+        batch["attention_mask"].to(device),
+    )
 
 
 def _model_device(model: Any) -> torch.device:
@@ -417,14 +514,7 @@ def validation_loss(
                 raise _StopRequested
             idx = order[lo : lo + batch_size]
             batch = features.collate(idx)
-            start, end = _forward(model, batch, device, bf16)
-            loss = qa_loss(
-                start,
-                end,
-                batch["start_positions"].to(device),
-                batch["end_positions"].to(device),
-                batch["attention_mask"].to(device),
-            )
+            loss = _plain_loss(model, batch, device, bf16)
             total += float(loss) * len(idx)
             count += len(idx)
     finally:
@@ -509,6 +599,107 @@ def predict_qa(
     return predictions
 
 
+def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
+    """Load a QA model that must already have a trained QA head: a freshly initialised one would give random logits."""
+    from transformers import AutoModelForQuestionAnswering
+
+    with quiet_transformers():
+        model, info = AutoModelForQuestionAnswering.from_pretrained(resolve_model(model_dir), output_loading_info=True)
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        raise ValueError(
+            f"{model_dir} is not a fine-tuned QA model ({len(missing)} weights missing, first: "
+            f"{', '.join(missing[:3])}); per-feature logits must come from a trained bias or teacher model"
+        )
+    return model
+
+
+def _check_shared_vocabulary(model: Any, model_dir: str | os.PathLike, tokenizer: Any, tokenizer_from: str) -> None:
+    """The producer reads the consumer's token ids, so both must share one vocabulary (reference-notes §B.2, §J.3).
+
+    The sizes of the consumer's tokenizer, the producer's config and its embedding matrix must agree; if the producer
+    ships a tokenizer, its vocabulary must be the consumer's token for token (same size is not enough: cased and
+    uncased BERT vocabularies could in principle coincide in size).
+    """
+    sizes = {
+        f"tokenizer of {tokenizer_from}": len(tokenizer),
+        f"vocab_size in the config of {model_dir}": getattr(model.config, "vocab_size", None),
+        f"embedding rows of {model_dir}": model.get_input_embeddings().num_embeddings,
+    }
+    if len({v for v in sizes.values() if v is not None}) > 1:
+        listed = ", ".join(f"{k}: {v}" for k, v in sizes.items())
+        raise ValueError(
+            f"the producer model does not share the consumer's vocabulary ({listed}); train the bias/teacher model "
+            f"from a checkpoint with the tokenizer of {tokenizer_from}"
+        )
+    try:
+        own = load_tokenizer(model_dir)
+    except Exception:  # no tokenizer saved with the producer: the size check above is all we can do
+        return
+    if own.get_vocab() != tokenizer.get_vocab():
+        raise ValueError(
+            f"the tokenizer saved with {model_dir} has another vocabulary than the tokenizer of {tokenizer_from}; "
+            "train the bias/teacher model from a checkpoint with the consumer's tokenizer"
+        )
+
+
+def infer_feature_logits(
+    model_dir: str | os.PathLike,
+    frame: pd.DataFrame,
+    *,
+    tokenizer_from: str | os.PathLike,
+    settings: Mapping[str, Any] | None = None,
+    output_path: str | os.PathLike,
+    log: LogFn | None = None,
+) -> dict[str, Any]:
+    """Infer the start/end logits of the model in ``model_dir`` (bias model, teacher) on every training window of
+    ``frame`` and store them aligned to those windows (``spurious.logits``); returns the features' fingerprint.
+
+    The windows are made exactly as ``train_qa`` makes them (``training_features`` with the tokenizer of
+    ``tokenizer_from``, the main model, and the main run's ``max_length``/``stride``), so row ``i`` of the store is the
+    ``feature_index`` ``i`` a training objective receives. ``tokenizer_from`` must be the main model's name exactly as
+    the consuming ``train_qa`` gets it (``model_name_or_path``): it is the fingerprint's tokenizer name. ``eval_batch_size``, ``device``, ``bf16`` and ``threads``
+    only affect speed (bf16 rounds the stored logits).
+    """
+    s = resolve_settings(settings)
+    emit = log or logger.info
+    if s["threads"]:
+        torch.set_num_threads(int(s["threads"]))
+    device = pick_device(s["device"])
+    tokenizer = load_tokenizer(tokenizer_from)
+    model = _load_trained_qa_model(model_dir)
+    _check_shared_vocabulary(model, model_dir, tokenizer, str(tokenizer_from))
+    model.to(device)
+    features = training_features(frame, tokenizer, s, tokenizer_name=os.fspath(tokenizer_from))
+    fingerprint = features_fingerprint(features)
+    t0 = time.perf_counter()
+    starts, ends = predict_logits(
+        model, features, batch_size=int(s["eval_batch_size"]), bf16=use_bf16(s["bf16"], device), log=emit
+    )
+    producer = {
+        "model_dir": str(model_dir),
+        "resolved_model": resolve_model(model_dir),
+        "step": _trained_step(model_dir),
+        "tokenizer_from": str(tokenizer_from),
+        "device": str(device),
+        "bf16": use_bf16(s["bf16"], device),
+    }
+    write_feature_logits(output_path, starts, ends, fingerprint, producer=producer)
+    emit(
+        f"feature logits of {model_dir}: {len(frame)} questions -> {len(features)} windows in "
+        f"{time.perf_counter() - t0:.1f}s, written to {output_path}"
+    )
+    return fingerprint
+
+
+def _trained_step(model_dir: str | os.PathLike) -> int | None:
+    """The step ``train_qa`` saved the model at (its ``training_state.json``), or None for other checkpoints."""
+    state_file = Path(resolve_model(model_dir)) / TRAINING_STATE_FILE
+    if not state_file.is_file():
+        return None
+    return json.loads(state_file.read_text()).get("saved_step")
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Training
 # ---------------------------------------------------------------------------------------------------------------------
@@ -530,6 +721,11 @@ class _TrainState:
     validation_losses: list[dict[str, float]] = field(default_factory=list)
     wall_time_s: float = 0.0  # of earlier (interrupted) segments
     fingerprint: str = ""
+    # with a custom checkpoint selection: its best score (higher is better) and every evaluation's score and info
+    best_score: float | None = None
+    selection_history: list[dict[str, Any]] = field(default_factory=list)
+    # validation losses on the extra validation frames, by name
+    validation_curves: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 def seed_everything(seed: int) -> None:
@@ -612,14 +808,29 @@ def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.Data
     return frame.iloc[keep].reset_index(drop=True)
 
 
-def _fingerprint(model_name: str, settings: Mapping[str, Any], train: QAFeatures, valid: QAFeatures) -> str:
-    """Identify a run, so a checkpoint of another run (changed data or settings) is never resumed silently."""
+def _ids_hash(ids: Sequence[str]) -> str:
+    return hashlib.sha256("\x1f".join(ids).encode()).hexdigest()
+
+
+def _fingerprint(
+    model_name: str,
+    settings: Mapping[str, Any],
+    train: QAFeatures,
+    valid: QAFeatures,
+    extra: Mapping[str, Any] | None = None,
+) -> str:
+    """Identify a run, so a checkpoint of another run (changed data or settings) is never resumed silently.
+
+    ``extra`` entries that are None are left out, so a plain run keeps the fingerprint it had before the objective,
+    selection and extra-validation options existed (its checkpoints stay resumable).
+    """
     payload = {
         "model": model_name,
         "settings": {k: v for k, v in sorted(settings.items()) if k not in _RUNTIME_KEYS},
-        "train": hashlib.sha256("\x1f".join(train.example_ids).encode()).hexdigest(),
+        "train": _ids_hash(train.example_ids),
         "n_train_features": len(train),
-        "valid": hashlib.sha256("\x1f".join(valid.example_ids).encode()).hexdigest(),
+        "valid": _ids_hash(valid.example_ids),
+        **{k: v for k, v in (extra or {}).items() if v is not None},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
@@ -644,6 +855,7 @@ def _save_checkpoint(
     scheduler: Any,
     state: _TrainState,
     best_weights: Mapping[str, torch.Tensor] | None,
+    objective: torch.nn.Module | None = None,
 ) -> Path:
     """Write a complete checkpoint under a temporary name, rename it into place, then drop older ones."""
     final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
@@ -658,6 +870,8 @@ def _save_checkpoint(
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
     torch.save(_rng_states(), tmp / "rng.pt")
+    if objective is not None:
+        torch.save(objective.state_dict(), tmp / OBJECTIVE_STATE_FILE)
     if best_weights is not None and state.best_step != state.step:
         torch.save(dict(best_weights), tmp / "best_model.pt")
     (tmp / "state.json").write_text(json.dumps(asdict(state)))
@@ -728,6 +942,186 @@ def _save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mappi
     os.replace(tmp, output_dir)
 
 
+INIT_MODES = ("pretrained", "scratch")
+
+
+def _initial_model(model_name_or_path: str, init: str | None) -> Any:
+    """The model training starts from: the checkpoint's weights, or (``scratch``) fresh weights of its architecture.
+
+    Scratch weights are drawn from torch's global RNG, which ``train_qa`` seeds first, so they are reproducible.
+    """
+    if init in (None, "pretrained"):
+        return load_qa_model(model_name_or_path)
+    if init != "scratch":
+        raise ValueError(f"train_qa: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
+    from transformers import AutoConfig, AutoModelForQuestionAnswering
+
+    with quiet_transformers():
+        config = AutoConfig.from_pretrained(resolve_model(model_name_or_path))
+        return AutoModelForQuestionAnswering.from_config(config)
+
+
+ObjectiveFactory = Callable[[QAFeatures], torch.nn.Module]
+SelectionFn = Callable[[Any, Any], tuple[float, Mapping[str, Any]]]
+# Keys of a train_losses row; an objective's logged values may not shadow them.
+_TRAIN_ROW_KEYS = frozenset({"step", "loss", "lr"})
+
+
+def _objective_description(objective_factory: ObjectiveFactory | None, objective_id: str | None) -> str | None:
+    """The factory's ``.fingerprint``; a factory without one needs an ``objective_id`` (a loud error otherwise).
+
+    A closure cannot be hashed stably, and a run whose objective is not identified could resume a checkpoint of a
+    different objective (a plain run's into an LMix run), which must never happen silently.
+    """
+    if objective_factory is None:
+        return None
+    described = getattr(objective_factory, "fingerprint", None)
+    if described is None and objective_id is None:
+        raise ValueError(
+            "train_qa: objective_factory has no .fingerprint attribute; pass objective_id (a string that changes "
+            "whenever the objective or its inputs change) so that checkpoints of other runs are never resumed"
+        )
+    return None if described is None else str(described)
+
+
+def _build_objective(
+    objective_factory: ObjectiveFactory | None, features: QAFeatures, device: torch.device
+) -> torch.nn.Module | None:
+    """Call the factory once with the training features; the objective lives on the model's device."""
+    if objective_factory is None:
+        return None
+    objective = objective_factory(features)
+    if not isinstance(objective, torch.nn.Module) or not hasattr(objective, "needs_hidden_states"):
+        raise TypeError(
+            "train_qa: objective_factory must return a torch.nn.Module with a needs_hidden_states attribute and "
+            f"forward(start_logits, end_logits, hidden_states, batch, feature_index); got {type(objective).__name__}"
+        )
+    objective.to(device)
+    objective.train()
+    return objective
+
+
+def _optimizer_groups(model: torch.nn.Module, objective: torch.nn.Module | None, weight_decay: float) -> list[dict]:
+    """The model's parameter groups with the objective's parameters (same decay rules) appended to them.
+
+    Appending keeps a plain run's optimizer exactly as before, and a resumed run rebuilds the same parameter order.
+    """
+    groups = _param_groups(model, weight_decay)
+    if objective is not None:
+        for group, extra in zip(groups, _param_groups(objective, weight_decay), strict=True):
+            group["params"] = group["params"] + extra["params"]
+    return groups
+
+
+def _objective_loss(
+    objective: torch.nn.Module,
+    model: Any,
+    batch: Mapping[str, torch.Tensor],
+    feature_index: np.ndarray,
+    device: torch.device,
+    bf16: bool,
+) -> tuple[torch.Tensor, dict[str, float]]:
+    """The objective's training loss on one micro-batch (all batch tensors moved to the device first).
+
+    The objective runs under the model's autocast, so its own layers see the dtype the model's head sees; it should
+    compute log-softmaxes and cross-entropies in float32 (autocast does that for the torch functions).
+    """
+    on_device = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
+    start, end, hidden = _model_outputs(model, on_device, device, bf16, hidden=bool(objective.needs_hidden_states))
+    with _autocast(device, bf16):
+        loss, info = objective(start, end, hidden, on_device, feature_index)
+    clash = sorted(_TRAIN_ROW_KEYS & set(info))
+    if clash:
+        raise ValueError(f"the training objective logs {clash}, which are reserved for the training-loss rows")
+    return loss, {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in info.items()}
+
+
+def _plain_value(v: Any) -> Any:
+    """numpy/torch scalars as Python numbers, so the value can go into state.json."""
+    return v.item() if hasattr(v, "item") else v
+
+
+def _run_selection(selection: SelectionFn, model: Any, tokenizer: Any) -> tuple[float, dict[str, Any]]:
+    """Score the current model (eval mode, no gradients), leaving the training RNG streams untouched.
+
+    Restoring the RNG states makes the training trajectory independent of whatever the selection does, so a run with
+    a selection follows the same steps as one without until early stopping separates them.
+    """
+    rng = _rng_states()
+    was_training = model.training
+    model.eval()
+    try:
+        with torch.no_grad():
+            score, info = selection(model, tokenizer)
+    finally:
+        model.train(was_training)
+        _set_rng_states(rng)
+    info = {k: _plain_value(v) for k, v in dict(info).items()}
+    clash = sorted({"step", "score"} & set(info))
+    if clash:
+        raise ValueError(f"the checkpoint selection returns info keys {clash}, which are reserved")
+    return float(score), info
+
+
+def _improves(score: float, best: float | None) -> bool:
+    """Higher is better; a NaN score never improves, the first other one always does."""
+    return not math.isnan(score) and (best is None or score > best)
+
+
+def _eval_frames(
+    valid_frame: pd.DataFrame,
+    extra_validation: Mapping[str, pd.DataFrame] | None,
+    tokenizer: Any,
+    s: Mapping[str, Any],
+) -> dict[str, tuple[pd.DataFrame, QAFeatures]]:
+    """The (seeded) ``eval_max_examples`` subset and its labelled windows of every validation frame, by name."""
+    frames = {"validation": valid_frame, **dict(extra_validation or {})}
+    if extra_validation and "validation" in extra_validation:
+        raise ValueError("extra_validation may not use the name 'validation' (it is the main validation frame)")
+    out = {}
+    for name, frame in frames.items():
+        subset = select_eval_subset(frame, s["eval_max_examples"])
+        out[name] = (subset, featurize(subset, tokenizer, max_length=s["max_length"], stride=s["stride"]))
+    return out
+
+
+def segment_gap_selection(
+    biased_frame: pd.DataFrame,
+    unbiased_frame: pd.DataFrame,
+    *,
+    settings: Mapping[str, Any] | None = None,
+    max_examples: int | None = None,
+) -> SelectionFn:
+    """A checkpoint selection for bias models: F1 on the biased minus F1 on the unbiased validation segment.
+
+    The reference keeps the bias-model checkpoint whose F1 differs most between the biased and the unbiased segment
+    (App. B.2.1; reference-notes §A.4): the most *biased* model, not the most accurate one. ``max_examples`` takes the
+    same seeded subset of each frame as ``eval_max_examples`` does (the reference evaluates 200 rows of each). The
+    returned function carries a ``fingerprint`` for the run fingerprint.
+    """
+    from spurious.metrics import evaluate
+
+    s = resolve_settings(settings)
+    biased = select_eval_subset(biased_frame, max_examples)
+    unbiased = select_eval_subset(unbiased_frame, max_examples)
+
+    def select(model: Any, tokenizer: Any) -> tuple[float, dict[str, float]]:
+        scores = {}
+        for name, frame in (("biased", biased), ("unbiased", unbiased)):
+            result = evaluate(frame, predict_with_model(model, tokenizer, frame, settings=s))
+            scores[f"f1_{name}"], scores[f"em_{name}"] = result["f1"], result["exact_match"]
+        return scores["f1_biased"] - scores["f1_unbiased"], scores
+
+    described = {
+        "kind": "segment_gap",
+        "biased": _ids_hash([str(i) for i in biased["id"]]),
+        "unbiased": _ids_hash([str(i) for i in unbiased["id"]]),
+        "settings": {k: s[k] for k in ("max_length", "stride", "n_best", "max_answer_length")},
+    }
+    select.fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
+    return select
+
+
 def train_qa(
     train_frame: pd.DataFrame,
     valid_frame: pd.DataFrame,
@@ -737,12 +1131,38 @@ def train_qa(
     checkpoint_dir: str | os.PathLike,
     settings: Mapping[str, Any] | None = None,
     log: LogFn | None = None,
+    objective_factory: ObjectiveFactory | None = None,
+    objective_id: str | None = None,
+    selection: SelectionFn | None = None,
+    extra_validation: Mapping[str, pd.DataFrame] | None = None,
+    init: str | None = None,
 ) -> dict[str, Any]:
     """Fine-tune an extractive QA model; save the best (lowest validation loss) model to ``output_dir``.
 
     Resumes exactly from the newest checkpoint in ``checkpoint_dir`` if one exists (same data order, optimizer,
     schedule, RNG and early-stopping state), so a preempted job simply reruns. The caller deletes ``checkpoint_dir``
     after success. Returns the training summary (also written to ``output_dir/training_state.json``).
+
+    Options for debiasing and bias models (none of them changes a run that does not use them):
+
+    * ``objective_factory(train_features) -> module`` replaces ``qa_loss`` in *training* steps by the module's
+      ``forward(start_logits, end_logits, hidden_states, batch, feature_index) -> (loss, {name: float})``. It is
+      called once; the module's ``needs_hidden_states`` asks for the last hidden state ``[B, W, H]``;
+      ``feature_index`` holds the rows of ``train_features`` in the micro-batch (the index of per-feature logits,
+      ``spurious.logits``); ``batch`` holds the model inputs, labels and the ``context_mask``/``question_mask``/
+      ``cls_mask`` of ``QAFeatures.collate``, on the device. Its parameters are trained with the model (same weight
+      decay rules, same gradient clipping), its state is checkpointed, and its logged values go to the progress line
+      and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference validates
+      without bias or teacher terms (reference-notes §C.2), and the losses stay comparable across methods.
+      The objective must be identified for the run fingerprint: by the factory's ``fingerprint`` attribute or by
+      ``objective_id`` (both go into the fingerprint and the summary).
+    * ``selection(model, tokenizer) -> (score, info)`` (higher is better), evaluated at every evaluation point; the
+      kept checkpoint and early stopping then follow it instead of the validation loss (``segment_gap_selection``
+      for bias models). The summary records ``selection_history``, ``best_step`` and ``best_score``.
+    * ``extra_validation``: frames whose plain validation loss is recorded at every evaluation, e.g. OOD sets
+      (``validation_curves`` in the summary, the main one under ``"validation"``); ``eval_max_examples`` applies.
+    * ``init``: ``"pretrained"`` (or None, the default) starts from the checkpoint's weights; ``"scratch"`` from
+      randomly initialised weights of its architecture (the paper's bias models; App. B.2.1).
     """
     s = resolve_settings(settings)
     emit = log or logger.info
@@ -752,17 +1172,20 @@ def train_qa(
     device = pick_device(s["device"])
     bf16 = use_bf16(s["bf16"], device)
     output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
+    objective_fingerprint = _objective_description(objective_factory, objective_id)
 
     seed_everything(int(s["seed"]))
     tokenizer = load_tokenizer(model_name_or_path)
-    model = load_qa_model(model_name_or_path)
-    train_features = featurize(train_frame, tokenizer, max_length=s["max_length"], stride=s["stride"])
-    valid_subset = select_eval_subset(valid_frame, s["eval_max_examples"])
-    valid_features = featurize(valid_subset, tokenizer, max_length=s["max_length"], stride=s["stride"])
+    model = _initial_model(model_name_or_path, init)
+    train_features = training_features(train_frame, tokenizer, s, tokenizer_name=str(model_name_or_path))
     if len(train_features) == 0:
         raise ValueError("the training frame is empty")
+    evals = _eval_frames(valid_frame, extra_validation, tokenizer, s)
+    valid_subset, valid_features = evals["validation"]
+    extra_features = {name: feats for name, (_, feats) in evals.items() if name != "validation"}
     model.to(device)
     model.train()
+    objective = _build_objective(objective_factory, train_features, device)
 
     batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
     micro_per_epoch = math.ceil(len(train_features) / batch_size)
@@ -770,16 +1193,30 @@ def train_qa(
     total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
     warmup_steps = math.ceil(float(s["warmup_ratio"]) * total_steps)
     optimizer = torch.optim.AdamW(
-        _param_groups(model, float(s["weight_decay"])), lr=float(s["learning_rate"]), betas=(0.9, 0.999), eps=1e-8
+        _optimizer_groups(model, objective, float(s["weight_decay"])),
+        lr=float(s["learning_rate"]),
+        betas=(0.9, 0.999),
+        eps=1e-8,
     )
+    clipped = list(model.parameters()) + (list(objective.parameters()) if objective is not None else [])
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
     pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
     eval_every = int(s["eval_every"] or 0)
     patience = s["early_stopping_patience"]
+    selection_description = None if selection is None else str(getattr(selection, "fingerprint", "custom"))
 
-    state = _TrainState(fingerprint=_fingerprint(str(model_name_or_path), s, train_features, valid_features))
+    run_options = {
+        "init": None if init in (None, "pretrained") else init,
+        "objective": objective_id,
+        "objective_factory": objective_fingerprint,
+        "selection": selection_description,
+        "extra_validation": {n: _ids_hash(f.example_ids) for n, f in extra_features.items()} or None,
+    }
+    state = _TrainState(
+        fingerprint=_fingerprint(str(model_name_or_path), s, train_features, valid_features, run_options)
+    )
     best_weights: dict[str, torch.Tensor] | None = None
     resumed_from: int | None = None
     ckpt = latest_checkpoint(checkpoint_dir)
@@ -787,11 +1224,13 @@ def train_qa(
         saved = _TrainState(**json.loads((ckpt / "state.json").read_text()))
         if saved.fingerprint != state.fingerprint:
             raise RuntimeError(
-                f"checkpoint {ckpt} belongs to a different run (other data, model or settings); delete "
-                f"{checkpoint_dir} to start afresh"
+                f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
+                f"delete {checkpoint_dir} to start afresh"
             )
         load = lambda name: torch.load(ckpt / name, map_location="cpu", weights_only=True)  # noqa: E731
         model.load_state_dict(load("model.pt"))
+        if objective is not None:
+            objective.load_state_dict(load(OBJECTIVE_STATE_FILE))
         optimizer.load_state_dict(load("optimizer.pt"))
         scheduler.load_state_dict(load("scheduler.pt"))
         if s["keep_best"] and saved.best_step is not None:
@@ -806,30 +1245,49 @@ def train_qa(
     def checkpoint() -> Path:
         state.wall_time_s += time.perf_counter() - segment_start[0]
         segment_start[0] = time.perf_counter()
-        return _save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights)
+        return _save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights, objective)
 
     def evaluate() -> None:
         nonlocal best_weights
         t0 = time.perf_counter()
-        loss = validation_loss(
-            model,
-            valid_features,
-            batch_size=int(s["eval_batch_size"]),
-            bf16=bf16,
-            should_stop=lambda: guard.triggered,
-        )
+
+        def loss_on(features: QAFeatures) -> float:
+            return validation_loss(
+                model, features, batch_size=int(s["eval_batch_size"]), bf16=bf16, should_stop=lambda: guard.triggered
+            )
+
+        # everything is computed before the state changes: an evaluation abandoned on preemption leaves no trace
+        loss = loss_on(valid_features)
+        extra_losses = {name: loss_on(feats) for name, feats in extra_features.items()}
+        score, info = _run_selection(selection, model, tokenizer) if selection is not None else (None, {})
         state.validation_losses.append({"step": state.step, "loss": loss})
+        for name, value in extra_losses.items():
+            state.validation_curves.setdefault(name, []).append({"step": state.step, "loss": value})
+        if score is not None:
+            state.selection_history.append({"step": state.step, "score": score, **info})
         state.last_eval_step = state.step
-        if state.best_loss is None or loss < state.best_loss:
+        # the selection score (higher is better) decides when there is one, else the validation loss (lower is better)
+        if score is not None:
+            improved = _improves(score, state.best_score)
+        else:
+            improved = state.best_loss is None or loss < state.best_loss
+        if improved:
             state.best_loss, state.best_step, state.bad_evals = loss, state.step, 0
+            state.best_score = score
             if s["keep_best"]:
                 best_weights = _cpu_copy(model.state_dict())
         else:
             state.bad_evals += 1
+        extras = "".join(f", {name} {value:.4f}" for name, value in extra_losses.items())
+        if score is None:
+            best = f"best {state.best_loss:.4f}"
+        else:
+            details = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
+            extras += f"; selection score {score:.4f} ({details})"
+            best = f"best score {state.best_score}"
         emit(
-            f"eval step {state.step}: validation loss {loss:.4f} (best {state.best_loss:.4f} at step "
-            f"{state.best_step}; {state.bad_evals} without improvement) [{len(valid_features)} windows, "
-            f"{time.perf_counter() - t0:.1f}s]"
+            f"eval step {state.step}: validation loss {loss:.4f}{extras} ({best} at step {state.best_step}; "
+            f"{state.bad_evals} without improvement) [{len(valid_features)} windows, {time.perf_counter() - t0:.1f}s]"
         )
         if patience and state.bad_evals >= int(patience):
             state.stopped_early = True
@@ -844,10 +1302,12 @@ def train_qa(
         f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}: {len(train_frame)} questions -> "
         f"{len(train_features)} windows, {steps_per_epoch} steps/epoch, {total_steps} steps; validation "
         f"{len(valid_subset)} questions -> {len(valid_features)} windows"
+        + (f"; objective {objective_id or objective_fingerprint}" if objective is not None else "")
     )
     segment_start = [time.perf_counter()]
     t_rate, step_rate0 = time.perf_counter(), state.step
     window_losses: list[float] = []
+    window_info: dict[str, list[float]] = {}
     perm = np.empty(0, dtype=np.int64)
     perm_epoch = -1
     with _PreemptionGuard() as guard:
@@ -868,22 +1328,22 @@ def train_qa(
                     perm_epoch = state.epoch
                 group = min(accum, micro_per_epoch - state.batch_in_epoch)
                 step_loss = 0.0
+                step_info: dict[str, float] = {}
                 for m in range(group):
                     lo = (state.batch_in_epoch + m) * batch_size
-                    batch = train_features.collate(perm[lo : lo + batch_size], pad_to=pad_to)
-                    start, end = _forward(model, batch, device, bf16)
-                    loss = qa_loss(
-                        start,
-                        end,
-                        batch["start_positions"].to(device),
-                        batch["end_positions"].to(device),
-                        batch["attention_mask"].to(device),
-                    )
+                    rows = perm[lo : lo + batch_size]
+                    batch = train_features.collate(rows, pad_to=pad_to)
+                    if objective is None:
+                        loss = _plain_loss(model, batch, device, bf16)
+                    else:
+                        loss, info = _objective_loss(objective, model, batch, rows, device, bf16)
+                        for k, v in info.items():
+                            step_info[k] = step_info.get(k, 0.0) + v / group
                     (loss / group).backward()
                     step_loss += float(loss.detach()) / group
                 lr = scheduler.get_last_lr()[0]
                 if s["max_grad_norm"]:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), float(s["max_grad_norm"]))
+                    torch.nn.utils.clip_grad_norm_(clipped, float(s["max_grad_norm"]))
                 optimizer.step()
                 scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
@@ -891,17 +1351,20 @@ def train_qa(
                 state.batch_in_epoch += group
                 if state.batch_in_epoch >= micro_per_epoch:
                     state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr})
+                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
                 window_losses.append(step_loss)
+                for k, v in step_info.items():
+                    window_info.setdefault(k, []).append(v)
                 if state.step % max(1, int(s["log_every"])) == 0 or state.step == total_steps:
                     now = time.perf_counter()
                     rate = (state.step - step_rate0) / max(now - t_rate, 1e-9)
+                    logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in window_info.items())
                     emit(
                         f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
-                        f"{np.mean(window_losses):.4f} lr {lr:.2e} | {rate:.2f} steps/s, "
+                        f"{np.mean(window_losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
                         f"{rate * batch_size * accum:.1f} windows/s | ETA {_format_eta((total_steps - state.step) / rate)}"
                     )
-                    window_losses = []
+                    window_losses, window_info = [], {}
                 if eval_due():
                     evaluate()
                 if guard.triggered:
@@ -934,6 +1397,16 @@ def train_qa(
         "best_step": state.best_step,
         "best_validation_loss": state.best_loss,
         "validation_losses": state.validation_losses,
+        "validation_curves": {"validation": state.validation_losses, **state.validation_curves},
+        "validation_sets": {
+            name: {"n_examples": len(subset), "n_features": len(feats)} for name, (subset, feats) in evals.items()
+        },
+        "init": init or "pretrained",
+        "objective_id": objective_id,
+        "objective_fingerprint": objective_fingerprint,
+        "selection": selection_description,
+        "best_score": state.best_score,
+        "selection_history": state.selection_history,
         "train_losses": state.train_losses,
         "stopped_early": state.stopped_early,
         "resumed_from_step": resumed_from,
@@ -950,8 +1423,9 @@ def train_qa(
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
     _save_model_dir(output_dir, model, tokenizer, summary)
+    score_note = f", selection score {state.best_score}" if selection is not None else ""
     emit(
-        f"saved the model of step {saved_step} (validation loss {state.best_loss}) to {output_dir}; "
+        f"saved the model of step {saved_step} (validation loss {state.best_loss}{score_note}) to {output_dir}; "
         f"{state.step} steps in {summary['train_wall_time_s']:.0f}s"
     )
     return summary
