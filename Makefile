@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo report test lint unit bench clean
+.PHONY: install install-dev demo demo-debias report report-debias test lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,6 +46,16 @@ demo: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
 	$(MAKE) report
 
+# Debiasing on CPU (configs/demo-debias.yaml): word-dist, ReSam/LMix/CReg, NQ out of distribution (< 60 min).
+demo-debias: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml
+	$(MAKE) report-debias
+
+report-debias: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml \
+		--report results/report-debias.html
+	@echo "Report: results/report-debias.html; tables and figures: results/report/ and results/report/debias/"
+
 report: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --report results/report.html
 	@echo "Report: results/report.html; tables and figures: results/report/"
@@ -63,6 +73,7 @@ test: lint unit
 bench: install-dev
 	$(BIN)/python benchmarks/bench_heuristics.py
 	$(BIN)/python benchmarks/bench_bias.py
+	$(BIN)/python benchmarks/bench_train_loop.py --steps 20 --warmup 3 --json results/bench_train_loop.json
 
 clean:
 	rm -rf results/* .snakemake

@@ -32,7 +32,9 @@ wildcard_constraints:
     seed=r"\d+",
     annotator=r"[0-2]",
     heuristic=r"word-dist|sim-word|ans-pos|cos-sim|ans-len|sim-ents|subj-pos",
-    run=r"[a-z0-9_]+/(seed\d+|annotator[0-2])",
+    run=r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/)?seed\d+|human/annotator[0-2]",
+    method=r"resam|lmix|creg",
+    threshold_split=r"[a-z0-9_]+",
 
 
 include: "rules/common.smk"
@@ -41,6 +43,7 @@ include: "rules/heuristics.smk"
 include: "rules/train.smk"
 include: "rules/predict.smk"
 include: "rules/bias.smk"
+include: "rules/debias.smk"
 include: "rules/report.smk"
 
 

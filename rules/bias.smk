@@ -21,6 +21,7 @@ rule bias:
         iterations=config["bias"]["iterations"],
         with_replacement=config["bias"]["with_replacement"],
         seed=config["bias"]["seed"],
+        run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/bias.py"
 
@@ -43,17 +44,30 @@ rule human_bias:
 
 
 rule segments:
-    """The split step: a split's biased and unbiased segments at the threshold a model's bias search found."""
+    """The split step: a split's biased and unbiased segments at the threshold that a model's bias search found on
+    threshold_split (the split itself, or e.g. validation for cutting the training data, paper App. C).
+    """
     input:
-        bias="results/bias/{model}/seed{seed}/{dataset}/{split}/{heuristic}.json",
+        bias=lambda w: (
+            []
+            if w.threshold_split == "fixed"
+            else f"results/bias/{w.model}/seed{w.seed}/{w.dataset}/{w.threshold_split}/{w.heuristic}.json"
+        ),
         heuristics="results/heuristics/{dataset}/{split}.parquet",
         data=lambda w: split_file(w.dataset, w.split),
     output:
-        biased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/biased.parquet",
-        unbiased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/unbiased.parquet",
+        biased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/by_{threshold_split}/biased.parquet",
+        unbiased="results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/by_{threshold_split}/unbiased.parquet",
     log:
-        "results/logs/segments/{model}_seed{seed}_{dataset}_{split}_{heuristic}.log",
+        "results/logs/segments/{model}_seed{seed}_{dataset}_{split}_{heuristic}_by_{threshold_split}.log",
     conda:
         "../envs/spurious.yaml"
+    params:
+        split_sentinels=config["bias"]["split_sentinels"],
+        fixed=lambda w: (
+            DEBIAS["fixed_thresholds"].get(w.heuristic)
+            if DEBIAS and w.threshold_split == "fixed"
+            else None
+        ),
     script:
         "../workflow_scripts/segments.py"

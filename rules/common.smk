@@ -3,16 +3,48 @@
 import hashlib
 import json
 
+from spurious.config import method_training
+
 HEURISTICS = config["heuristics"]["names"]
 HUMAN_ANNOTATORS = [0, 1, 2]
 
 
+DEBIAS = config.get("debias")
+DEBIAS_METHODS = ("resam", "lmix", "creg")
+
+
 def split_file(dataset, split):
-    """The normalised parquet of a (dataset, split); derived splits carry their derivation seed in the path."""
-    derive = config["datasets"][dataset].get("derive")
+    """The normalised parquet of a (dataset, split); derived splits carry their derivation seed in the path and
+    subsets their source, size and seed."""
+    ds = config["datasets"][dataset]
+    subset = ds.get("subsets", {}).get(split)
+    if subset:
+        source = split_file(dataset, subset["from"])
+        return (
+            source.removesuffix(".parquet")
+            + f".n{subset['max_examples']}_s{subset['seed']}.parquet"
+        )
+    derive = ds.get("derive")
     if derive and split in ("train", "validation"):
         return f"results/data/{dataset}/derived_s{derive['seed']}/{split}.parquet"
     return f"results/data/{dataset}/{split}.parquet"
+
+
+def parse_run(run):
+    """'<model>/seed<s>' (original), '<model>/<method>/<heuristic>/seed<s>' (debiased or bias model) or
+    'human/annotator<k>' -> its parts."""
+    parts = run.split("/")
+    if parts[0] == "human":
+        return {"model": "human", "annotator": int(parts[1].removeprefix("annotator"))}
+    seed = int(parts[-1].removeprefix("seed"))
+    if len(parts) == 2:
+        return {
+            "model": parts[0],
+            "method": "original",
+            "addressed": None,
+            "seed": seed,
+        }
+    return {"model": parts[0], "method": parts[1], "addressed": parts[2], "seed": seed}
 
 
 def model_runs():
@@ -20,9 +52,21 @@ def model_runs():
     return [(name, seed) for name, m in config["models"].items() for seed in m["seeds"]]
 
 
+def debiased_runs():
+    """'<model>/<method>/<heuristic>/seed<seed>' for every configured debiasing experiment."""
+    if not DEBIAS:
+        return []
+    return [
+        f"{DEBIAS['model']}/{method}/{h}/seed{seed}"
+        for method in DEBIAS["methods"]
+        for h in DEBIAS["heuristics"]
+        for seed in DEBIAS["seeds"]
+    ]
+
+
 def evaluated_runs():
-    """Prediction runs of the trained models: '<model>/seed<seed>'."""
-    return [f"{name}/seed{seed}" for name, seed in model_runs()]
+    """Prediction runs: the trained models ('<model>/seed<seed>') and the debiased ones."""
+    return [f"{name}/seed{seed}" for name, seed in model_runs()] + debiased_runs()
 
 
 def human_splits():
@@ -30,25 +74,32 @@ def human_splits():
     return [(human["dataset"], human["split"])] if human else []
 
 
-def bias_results():
+def original_runs():
+    return [f"{name}/seed{seed}" for name, seed in model_runs()]
+
+
+def bias_results(runs=None, human=True):
+    """Bias result files of the runs (default: the original models) on every evaluated split, plus the Human row."""
     files = []
     for ref in config["evaluate"]:
-        for run in evaluated_runs():
+        for run in runs or original_runs():
             files += [
                 f"results/bias/{run}/{ref['dataset']}/{ref['split']}/{h}.json"
                 for h in HEURISTICS
             ]
-    for dataset, split in human_splits():
+    for dataset, split in human_splits() if human else []:
         files += [f"results/bias/human/{dataset}/{split}/{h}.json" for h in HEURISTICS]
     return files
 
 
-def metrics_files():
+def metrics_files(runs=None, human=True):
     files = [
         f"results/predictions/{run}/{ref['dataset']}/{ref['split']}.metrics.json"
         for ref in config["evaluate"]
-        for run in evaluated_runs()
+        for run in runs or original_runs()
     ]
+    if not human:
+        return files
     for dataset, split in human_splits():
         files += [
             f"results/predictions/human/annotator{k}/{dataset}/{split}.metrics.json"
@@ -57,10 +108,22 @@ def metrics_files():
     return files
 
 
+def segments_dir(model, seed, dataset, split, heuristic, threshold_split):
+    """Segments of a split at the threshold the model's bias search found on threshold_split (same dataset)."""
+    return f"results/segments/{model}/seed{seed}/{dataset}/{split}/{heuristic}/by_{threshold_split}"
+
+
 def segment_files():
     files = []
     for seg in config["segments"]:
-        base = f"results/segments/{seg['model']}/seed{seg['seed']}/{seg['dataset']}/{seg['split']}/{seg['heuristic']}"
+        base = segments_dir(
+            seg["model"],
+            seg["seed"],
+            seg["dataset"],
+            seg["split"],
+            seg["heuristic"],
+            seg["threshold_split"] or seg["split"],
+        )
         files += [f"{base}/biased.parquet", f"{base}/unbiased.parquet"]
     return files
 
@@ -82,7 +145,11 @@ def report_files():
 
 
 def all_targets():
-    return report_files() + segment_files()
+    targets = report_files() + segment_files()
+    if DEBIAS:
+        targets += debias_report_files()
+    targets += fixed_bias_results(evaluated_runs())
+    return targets
 
 
 def tfidf_reference_input(wildcards):
@@ -91,7 +158,31 @@ def tfidf_reference_input(wildcards):
 
 
 def model_config(wildcards):
-    return config["models"][wildcards.model]
+    """The config of the model that a job works on: by its model wildcard, or by the first part of its run."""
+    name = (
+        wildcards.model
+        if "model" in wildcards.keys()
+        else parse_run(wildcards.run)["model"]
+    )
+    return config["models"][name]
+
+
+# A run of a trained model (not an annotator): original or debiased/bias model.
+MODEL_RUN = r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/)?seed\d+"
+STAGE_OF_METHOD = {
+    "resam": "resam",
+    "lmix": "lmix",
+    "creg": "creg",
+    "biasmodel": "bias_model",
+}
+
+
+def run_settings(run):
+    """The training settings a run was trained (and is featurised for prediction) with."""
+    r = parse_run(run)
+    if r["method"] == "original":
+        return config["models"][r["model"]]["training"]
+    return method_training(config, STAGE_OF_METHOD[r["method"]])
 
 
 def training_settings(wildcards):
@@ -103,3 +194,129 @@ def settings_key(settings):
     return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[
         :12
     ]
+
+
+DEBIAS_REPORT = [
+    "table1.csv",
+    "table1.md",
+    "methods_bias.csv",
+    "methods_bias.md",
+    "cross_bias.csv",
+    "cross_bias.md",
+    "bias_models.csv",
+    "bias_models.md",
+    "figure5.png",
+    "figure5.svg",
+    "cross_bias.png",
+    "cross_bias.svg",
+    "figure3.png",
+    "figure3.svg",
+    "loss_curves.png",
+    "loss_curves.svg",
+]
+
+
+def debias_report_files():
+    return expand("results/report/debias/{name}", name=DEBIAS_REPORT)
+
+
+def debias_all_runs():
+    return original_runs() + debiased_runs()
+
+
+def bias_model_runs():
+    return [
+        f"{DEBIAS['model']}/biasmodel/{h}/seed{DEBIAS['original_seed']}"
+        for h in DEBIAS["heuristics"]
+    ]
+
+
+def fixed_bias_results(runs):
+    ref = config["bias"]["fixed_thresholds_from"]
+    if not ref:
+        return []
+    return [
+        f"results/bias_fixed/{run}/{e['dataset']}/{e['split']}/{h}.json"
+        for run in runs
+        for e in config["evaluate"]
+        if (e["dataset"], e["split"]) != (ref["dataset"], ref["split"])
+        for h in HEURISTICS
+    ]
+
+
+# Debiasing (rules/debias.smk)
+
+
+def debias_train_ref():
+    model = config["models"][DEBIAS["model"]]
+    return DEBIAS["train"] or model["train"]
+
+
+def debias_threshold_ref():
+    model = config["models"][DEBIAS["model"]]
+    return DEBIAS["threshold_from"] or model["validation"]
+
+
+def debias_segments(split, heuristic):
+    """The biased/unbiased segments of a split of the training dataset at the original model's threshold (or at
+    the one given in debias.fixed_thresholds)."""
+    fixed = heuristic in DEBIAS["fixed_thresholds"]
+    base = segments_dir(
+        DEBIAS["model"],
+        DEBIAS["original_seed"],
+        debias_train_ref()["dataset"],
+        split,
+        heuristic,
+        "fixed" if fixed else debias_threshold_ref()["split"],
+    )
+    return {"biased": f"{base}/biased.parquet", "unbiased": f"{base}/unbiased.parquet"}
+
+
+def debias_validation(wildcards):
+    """The original model's validation split, plus every evaluated split of another dataset, whose validation-loss
+    curves are logged during training (paper Figs. 8-9)."""
+    model = config["models"][DEBIAS["model"]]
+    files = {
+        "validation": split_file(
+            model["validation"]["dataset"], model["validation"]["split"]
+        )
+    }
+    for ref in config["evaluate"]:
+        if ref["dataset"] != model["validation"]["dataset"]:
+            files[f"curve__{ref['dataset']}__{ref['split']}"] = split_file(
+                ref["dataset"], ref["split"]
+            )
+    return files
+
+
+def feature_logits_file(run):
+    ref = debias_train_ref()
+    return f"results/logits/{run}/{ref['dataset']}/{ref['split']}.npy"
+
+
+def debiased_inputs(wildcards):
+    """What each method trains on: resampled segments (ReSam), or the training split with bias logits (LMix) and
+    teacher logits (CReg)."""
+    ref = debias_train_ref()
+    files = debias_validation(wildcards)
+    if wildcards.method == "resam":
+        segs = debias_segments(ref["split"], wildcards.heuristic)
+        files.update(train_biased=segs["biased"], train_unbiased=segs["unbiased"])
+        return files
+    files["train"] = split_file(ref["dataset"], ref["split"])
+    files["bias_logits"] = feature_logits_file(
+        f"{DEBIAS['model']}/biasmodel/{wildcards.heuristic}/seed{DEBIAS['original_seed']}"
+    )
+    if wildcards.method == "creg":
+        files["teacher_logits"] = feature_logits_file(
+            f"{DEBIAS['model']}/seed{DEBIAS['original_seed']}"
+        )
+    return files
+
+
+def debias_checkpoint_dir(wildcards, method):
+    """Resumable checkpoints outside the declared outputs, keyed by the run and its settings."""
+    stage = STAGE_OF_METHOD[method]
+    settings = dict(method_training(config, stage), seed=int(wildcards.seed))
+    run = f"{wildcards.model}/{method}/{wildcards.heuristic}/seed{wildcards.seed}"
+    return f"results/_checkpoints/{run}/{settings_key(settings)}"

@@ -38,3 +38,20 @@ rule derive_splits:
         ],
     script:
         "../workflow_scripts/derive_splits.py"
+
+
+rule subset:
+    """A seeded subset of a split (datasets.<name>.subsets), e.g. a smaller training set for a CPU demo."""
+    input:
+        "results/data/{dataset}/{source}.parquet",
+    output:
+        "results/data/{dataset}/{source}.n{n}_s{seed}.parquet",
+    log:
+        "results/logs/data/subset_{dataset}_{source}.n{n}_s{seed}.log",
+    wildcard_constraints:
+        source=r"(derived_s\d+/)?[a-z0-9_]+",
+        n=r"\d+",
+    conda:
+        "../envs/spurious.yaml"
+    script:
+        "../workflow_scripts/subset.py"

@@ -5,15 +5,17 @@
 rule predict:
     """Predict answers for every question of a split; score each (id, prediction_text, em, f1)."""
     input:
-        model="results/models/{model}/seed{seed}/model",
+        model="results/models/{run}/model",
         data=lambda w: split_file(w.dataset, w.split),
     output:
-        predictions="results/predictions/{model}/seed{seed}/{dataset}/{split}.parquet",
-        metrics="results/predictions/{model}/seed{seed}/{dataset}/{split}.metrics.json",
+        predictions="results/predictions/{run}/{dataset}/{split}.parquet",
+        metrics="results/predictions/{run}/{dataset}/{split}.metrics.json",
     log:
-        "results/logs/predict/{model}_seed{seed}_{dataset}_{split}.log",
+        "results/logs/predict/{run}/{dataset}_{split}.log",
     benchmark:
-        "results/benchmarks/predict/{model}_seed{seed}_{dataset}_{split}.tsv"
+        "results/benchmarks/predict/{run}/{dataset}_{split}.tsv"
+    wildcard_constraints:
+        run=MODEL_RUN,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -21,13 +23,19 @@ rule predict:
         mem_mb=8000,
         runtime=60,
     params:
-        max_length=lambda w: model_config(w)["training"]["max_length"],
-        stride=lambda w: model_config(w)["training"]["stride"],
-        eval_batch_size=lambda w: model_config(w)["training"]["eval_batch_size"],
-        device=lambda w: model_config(w)["training"]["device"],
-        bf16=lambda w: model_config(w)["training"]["bf16"],
-        n_best=lambda w: model_config(w)["training"]["n_best"],
-        max_answer_length=lambda w: model_config(w)["training"]["max_answer_length"],
+        settings=lambda w: {
+            k: run_settings(w.run)[k]
+            for k in (
+                "max_length",
+                "stride",
+                "eval_batch_size",
+                "device",
+                "bf16",
+                "n_best",
+                "max_answer_length",
+            )
+        },
+        run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/predict.py"
 

@@ -1,8 +1,9 @@
-# Stage 6: the paper's tables and Figure 2, registered for `snakemake --report`.
+# Stage 6: the paper's tables and figures, registered for `snakemake --report`.
 
 
 localrules:
     report_tables,
+    debias_report,
 
 
 rule report_tables:
@@ -44,3 +45,73 @@ rule report_tables:
         title=config["report"]["title"],
     script:
         "../workflow_scripts/report_tables.py"
+
+
+rule debias_report:
+    """The debiasing tables and figures: Table 1 (OOD differences), Fig. 5 (bias and worse-segment EM per method),
+    the cross-bias matrix (Figs. 6/7), Fig. 3 (OOD scores), the loss curves (Figs. 8-9) and the bias models' gaps.
+    """
+    input:
+        predictions=lambda w: [
+            f"results/predictions/{run}/{e['dataset']}/{e['split']}.parquet"
+            for run in debias_all_runs()
+            for e in config["evaluate"]
+        ],
+        metrics=lambda w: metrics_files(debias_all_runs(), human=False),
+        bias=lambda w: bias_results(debias_all_runs(), human=False),
+        bias_fixed=lambda w: fixed_bias_results(debias_all_runs()),
+        summaries=lambda w: [
+            f"results/models/{run}/training.json"
+            for run in debias_all_runs() + bias_model_runs()
+        ],
+    output:
+        table1_csv=report(
+            "results/report/debias/table1.csv",
+            caption="../report/table1.rst",
+            category="Debiasing",
+        ),
+        table1_md="results/report/debias/table1.md",
+        methods_bias_csv="results/report/debias/methods_bias.csv",
+        methods_bias_md="results/report/debias/methods_bias.md",
+        cross_bias_csv="results/report/debias/cross_bias.csv",
+        cross_bias_md="results/report/debias/cross_bias.md",
+        bias_models_csv=report(
+            "results/report/debias/bias_models.csv",
+            caption="../report/bias_models.rst",
+            category="Debiasing",
+        ),
+        bias_models_md="results/report/debias/bias_models.md",
+        figure5_png=report(
+            "results/report/debias/figure5.png",
+            caption="../report/figure5.rst",
+            category="Debiasing",
+        ),
+        figure5_svg="results/report/debias/figure5.svg",
+        cross_bias_png=report(
+            "results/report/debias/cross_bias.png",
+            caption="../report/cross_bias.rst",
+            category="Debiasing",
+        ),
+        cross_bias_svg="results/report/debias/cross_bias.svg",
+        figure3_png=report(
+            "results/report/debias/figure3.png",
+            caption="../report/figure3.rst",
+            category="Debiasing",
+        ),
+        figure3_svg="results/report/debias/figure3.svg",
+        loss_curves_png=report(
+            "results/report/debias/loss_curves.png",
+            caption="../report/loss_curves.rst",
+            category="Debiasing",
+        ),
+        loss_curves_svg="results/report/debias/loss_curves.svg",
+    log:
+        "results/logs/report/debias.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        paper_name=lambda w: config["models"][DEBIAS["model"]]["paper_name"],
+        id_dataset=lambda w: config["models"][DEBIAS["model"]]["validation"],
+        evaluate=config["evaluate"],
+    script:
+        "../workflow_scripts/debias_report.py"

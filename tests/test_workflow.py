@@ -14,6 +14,7 @@ import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pytest
 import yaml
@@ -116,6 +117,19 @@ def test_default_config_dry_run_plans_every_stage(tmp_path):
     assert counts["report_tables"] == 1 and counts["segments"] == 1
 
 
+def test_demo_debias_dry_run_plans_the_debiasing_chain(tmp_path):
+    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-debias.yaml")).stdout
+    counts = job_counts(out)
+    assert counts["train"] == 1 and counts["train_bias_model"] == 1 and counts["feature_logits"] == 2
+    assert counts["train_debiased"] == 3 and counts["subset"] == 1 and counts["debias_report"] == 1
+    # original + ReSam/LMix/CReg for word-dist, each on SQuAD validation and NQ
+    assert counts["predict"] == 8 and counts["bias"] == 4 * 2 * 7 + 3 * 7
+    # the training subset's and the validation split's segments, both at the validation threshold
+    assert counts["segments"] == 2
+    assert "results/segments/minilm/seed0/squad/train_small/word-dist/by_validation/biased.parquet" in out
+    assert "results/logits/minilm/biasmodel/word-dist/seed0/squad/train_small.npy" in out
+
+
 def _resources_by_rule(output: str) -> dict[str, dict[str, str]]:
     resources: dict[str, dict[str, str]] = {}
     rule = None
@@ -135,13 +149,19 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         str(REPO / "configs" / "paper-squad.yaml"),
     )
     resources = _resources_by_rule(proc.stdout)
-    for rule in ("train", "predict"):
+    for rule in ("train", "predict", "train_bias_model", "train_debiased", "feature_logits"):
         assert resources[rule]["gpu"] == "1", resources[rule]
         assert resources[rule]["slurm_partition"] == "gpu"
         assert int(resources[rule]["cpus_per_gpu"]) >= 1
         assert int(resources[rule]["mem_mb"]) >= 16000 and int(resources[rule]["runtime"]) >= 60
-    for rule in ("heuristics", "bias"):
+    for rule in ("heuristics", "bias", "bias_fixed_threshold", "segments"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    # The paper grid: 6 heuristics x 3 methods, a bias model per heuristic, teacher + bias logits, and every model
+    # (original + 18 debiased) predicted on SQuAD and the three OOD sets.
+    counts = job_counts(proc.stdout)
+    assert counts["train_debiased"] == 18 and counts["train_bias_model"] == 6 and counts["feature_logits"] == 7
+    assert counts["predict"] == 19 * 4 and counts["debias_report"] == 1
+    assert int(resources["train_debiased"]["runtime"]) >= 1440  # LMix: up to 100k steps (App. D)
     # The paper run trains BERT-base only: the embedded default's model is not merged in.
     assert "minilm" not in proc.stdout and "bert_base_cased" in proc.stdout
     # GPU requests live only in the profile: without it no job asks for a GPU.
@@ -160,9 +180,9 @@ def tiny_run(tmp_path_factory):
     if bias["found"]:
         assert proc.returncode == 0, proc.stderr[-6000:]
     else:
-        log = (work / "results/logs/segments/minilm_seed0_squad_validation_ans-len.log").read_text()
+        log = (work / "results/logs/segments/minilm_seed0_squad_validation_ans-len_by_validation.log").read_text()
         assert "no threshold separates the segments of ans-len" in log and "config's 'segments'" in log
-        assert not (work / "results/segments/minilm/seed0/squad/validation/ans-len/biased.parquet").exists()
+        assert not (work / "results/segments/minilm/seed0/squad/validation/ans-len/by_validation/biased.parquet").exists()
     return work, cfg
 
 
@@ -206,7 +226,7 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
     combined = json.loads((res / "bias/human/squad/validation/ans-len.json").read_text())
     assert combined["prediction_bias"] == min(h["prediction_bias"] for h in human)
 
-    seg = res / "segments/minilm/seed0/squad/validation/ans-len"
+    seg = res / "segments/minilm/seed0/squad/validation/ans-len/by_validation"
     bias_ans_len = json.loads((res / "bias/minilm/seed0/squad/validation/ans-len.json").read_text())
     if bias_ans_len["found"]:
         biased, unbiased = pd.read_parquet(seg / "biased.parquet"), pd.read_parquet(seg / "unbiased.parquet")
@@ -271,3 +291,90 @@ def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
     assert summary["resumed_from_step"] >= 5 and summary["resumed_from_step"] % 5 == 0
     assert summary["steps"] == 60
     assert not any(ckpt_root.rglob("state.json")), "checkpoints are removed after success"
+
+
+@pytest.fixture(scope="module")
+def tiny_debias_run(tmp_path_factory):
+    """The debiasing chain end to end on the tiny config: a bias model, teacher/bias logits, ReSam, LMix and CReg,
+    predictions on SQuAD and a 60-question NQ subset, and the debiasing report (a few minutes on 2 cores).
+
+    A 6-step model has no measurable bias, so the word-dist threshold is given (debias.fixed_thresholds) instead
+    of searched; the searched path is the same rule with the bias result as input (see the demo-debias dry-run)."""
+    work = tmp_path_factory.mktemp("tiny_debias")
+    cfg_path = tiny_config(work)
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["segments"] = []
+    cfg["datasets"]["nq"] = {
+        "task": "qa",
+        "splits": {"dev": {"format": "squad_flat_json", "mirror_path": "naturalquestions_isbiased/nq_dev_formatted.json.gz"}},
+        "subsets": {"tiny": {"from": "dev", "max_examples": 60, "seed": 0}},
+    }
+    cfg["evaluate"].append({"dataset": "nq", "split": "tiny"})
+    cfg["debias"] = {
+        "model": "minilm",
+        "heuristics": ["word-dist"],
+        "fixed_thresholds": {"word-dist": {"threshold": 3.0, "biased_group": "low"}},
+        "training": {"max_steps": 4, "eval_every": 2},
+        "bias_model": {"selection_max_examples": 20, "training": {"max_steps": 4, "eval_every": 2}},
+    }
+    cfg_path = work / "tiny_debias.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    snakemake(work, "--cores", "2", "--configfile", str(cfg_path), timeout=1500)
+    return work, cfg_path
+
+
+def test_tiny_debias_chain_outputs(tiny_debias_run):
+    work, _ = tiny_debias_run
+    res = work / "results"
+    seg = res / "segments/minilm/seed0/squad/train/word-dist/by_fixed"
+    biased, unbiased = pd.read_parquet(seg / "biased.parquet"), pd.read_parquet(seg / "unbiased.parquet")
+    train = pd.read_parquet(res / "data/squad/derived_s0/train.parquet")
+    heur = pd.read_parquet(res / "heuristics/squad/train.parquet").set_index("id")["word-dist"]
+    # the given threshold splits the training data: low (<= 3) is biased; the -1 sentinels are in neither segment
+    assert set(biased["id"]) == set(heur[(heur >= 0) & (heur <= 3.0)].index)
+    assert set(unbiased["id"]) == set(heur[heur > 3.0].index)
+    assert len(biased) + len(unbiased) + int((heur < 0).sum()) == len(train)
+
+    resam = json.loads((res / "models/minilm/resam/word-dist/seed0/training.json").read_text())
+    stats = resam["resampling"]
+    assert stats["n_biased_after"] == stats["n_unbiased_after"] == max(len(biased), len(unbiased))
+    assert resam["n_train_examples"] == 2 * max(len(biased), len(unbiased))
+
+    bias_model = json.loads((res / "models/minilm/biasmodel/word-dist/seed0/training.json").read_text())
+    assert bias_model["n_train_examples"] == len(biased)
+    assert [h["step"] for h in bias_model["selection_history"]] == [2, 4]
+    best = max(bias_model["selection_history"], key=lambda h: h["score"])
+    assert bias_model["best_step"] == best["step"]
+    assert best["score"] == pytest.approx(best["f1_biased"] - best["f1_unbiased"])
+
+    for producer in ("minilm/seed0", "minilm/biasmodel/word-dist/seed0"):
+        arr = np.load(res / f"logits/{producer}/squad/train.npy", mmap_mode="r")
+        meta = json.loads((res / f"logits/{producer}/squad/train.json").read_text())
+        assert arr.shape[1:] == (2, 128) and arr.dtype == np.float32
+        assert arr.shape[0] == meta["fingerprint"]["n_features"] >= len(train)
+
+    for method in ("lmix", "creg"):
+        summary = json.loads((res / f"models/minilm/{method}/word-dist/seed0/training.json").read_text())
+        assert summary["steps"] == 4 and summary["objective_id"] and method in summary["objective_id"]
+        curves = summary["validation_curves"]
+        assert set(curves) == {"validation", "nq/tiny"} and [p["step"] for p in curves["nq/tiny"]] == [2, 4]
+    assert not any((res / "_checkpoints").rglob("state.json")), "checkpoints are removed after success"
+
+    for run in ("minilm/seed0", "minilm/resam/word-dist/seed0", "minilm/lmix/word-dist/seed0", "minilm/creg/word-dist/seed0"):
+        m = json.loads((res / f"predictions/{run}/nq/tiny.metrics.json").read_text())
+        assert m["n"] == 60 and m["run"] == run
+        r = json.loads((res / f"bias/{run}/squad/validation/ans-len.json").read_text())
+        expected_method = run.split("/")[1] if run.count("/") == 3 else "original"
+        assert r["run"] == run and r["method"] == expected_method
+
+    table1 = pd.read_csv(res / "report/debias/table1.csv")
+    assert {"Original", "ReSam", "LMix", "CReg"} <= set(table1["method"])
+    word_dist_rows = table1[(table1["method"] != "Original") & (table1["addressed"] == "word-dist")]
+    assert set(word_dist_rows["metric"]) == {"EM", "F1"} and (word_dist_rows["n_seeds"] == 1).all()
+    bias_models = pd.read_csv(res / "report/debias/bias_models.csv")
+    assert len(bias_models) == 1 and bias_models.loc[0, "f1_gap"] == pytest.approx(
+        round(best["f1_biased"] - best["f1_unbiased"], 2)
+    )
+    for name in ("figure5", "cross_bias", "figure3", "loss_curves"):
+        for ext in ("png", "svg"):
+            assert (res / f"report/debias/{name}.{ext}").stat().st_size > 0

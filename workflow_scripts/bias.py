@@ -23,12 +23,12 @@ result = bias.search_threshold(
     seed=snakemake.params.seed,
     with_replacement=snakemake.params.with_replacement,
 )
-owner, run = w.run.split("/")
 # "seed" in the result is the bootstrap's sampling seed; the model's training seed is "model_seed".
-if owner == "human":
-    identity = {"model": "Human", "annotator": int(run.removeprefix("annotator"))}
+run = snakemake.params.run
+if run["model"] == "human":
+    identity = {"model": "Human", "annotator": run["annotator"]}
 else:
-    identity = {"model": owner, "model_seed": int(run.removeprefix("seed"))}
+    identity = {"model": run["model"], "model_seed": run["seed"], "method": run["method"], "addressed": run["addressed"]}
 result = {**identity, "run": w.run, "dataset": w.dataset, "split": w.split, **result}
 log.info(
     "%s: found %s, threshold %s, prediction bias %.2f", w.heuristic, result["found"], result["threshold"],

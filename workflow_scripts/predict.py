@@ -1,4 +1,4 @@
-"""Adapter: predict and score a model on one split."""
+"""Adapter: predict and score a model (original, debiased or bias model) on one split."""
 
 from typing import TYPE_CHECKING
 
@@ -9,16 +9,7 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 frame = data.read_qa_parquet(snakemake.input.data)
-settings = {
-    "max_length": snakemake.params.max_length,
-    "stride": snakemake.params.stride,
-    "eval_batch_size": snakemake.params.eval_batch_size,
-    "device": snakemake.params.device,
-    "bf16": snakemake.params.bf16,
-    "n_best": snakemake.params.n_best,
-    "max_answer_length": snakemake.params.max_answer_length,
-    "threads": snakemake.threads,
-}
+settings = dict(snakemake.params.settings, threads=snakemake.threads)
 predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
 scored = metrics.score_predictions(frame, predictions)
 totals = metrics.evaluate(frame, predictions)
@@ -26,6 +17,6 @@ log.info("EM %.2f F1 %.2f on %d questions", totals["exact_match"], totals["f1"],
 w = snakemake.wildcards
 io.write_parquet(scored, snakemake.output.predictions)
 io.write_json(
-    dict(totals, model=w.model, seed=int(w.seed), dataset=w.dataset, split=w.split),
+    dict(totals, **snakemake.params.run, run=w.run, dataset=w.dataset, split=w.split),
     snakemake.output.metrics,
 )

@@ -1,0 +1,88 @@
+"""Adapter: a model debiased for one heuristic by ReSam, LearnedMixin+H or Confidence Regularization.
+Checkpoints are removed only after success."""
+
+import json
+import shutil
+from typing import TYPE_CHECKING
+
+from spurious import data, debias, io, logits, qa, runlog
+from spurious.io import file_sha256
+from spurious.models import load_config
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+w = snakemake.wildcards
+params = snakemake.params
+inp = snakemake.input
+method, options = w.method, dict(params.method_config)
+settings = dict(params.settings, threads=snakemake.threads)
+validation = data.read_qa_parquet(inp.validation)
+# curve__<dataset>__<split>: OOD sets whose validation loss is logged during training (Figs. 8-9)
+curves = {
+    key.removeprefix("curve__").replace("__", "/"): data.read_qa_parquet(inp[key])
+    for key in inp.keys()  # noqa: SIM118 (a Namedlist: "in" tests values)
+    if key.startswith("curve__")
+}
+extra = {}
+objective_factory = None
+if method == "resam":
+    train, extra["resampling"] = debias.resample_segments(
+        data.read_qa_parquet(inp.train_biased),
+        data.read_qa_parquet(inp.train_unbiased),
+        policy=options["policy"],
+        ratio=options["ratio"],
+        seed=settings["seed"],
+    )
+    log.info("ReSam: %s", extra["resampling"])
+else:
+    train = data.read_qa_parquet(inp.train)
+    hidden_size = load_config(params.checkpoint).hidden_size
+
+    def objective_factory(features):
+        """Bias (and teacher) logits of exactly these training windows; a mismatch fails loudly."""
+        fingerprint = logits.features_fingerprint(
+            features, tokenizer_name=params.checkpoint, max_length=settings["max_length"], stride=settings["stride"]
+        )
+        bias_logits = logits.load_feature_logits(inp.bias_logits, fingerprint)
+        if method == "lmix":
+            return debias.LearnedMixinObjective(
+                bias_logits,
+                hidden_size=hidden_size,
+                entropy_weight=options["entropy_weight"],
+                scale=options["scale"],
+                compat=options["compat"],
+                mask_non_context=params.mask_non_context,
+            )
+        return debias.ConfidenceRegularizationObjective(
+            bias_logits,
+            logits.load_feature_logits(inp.teacher_logits, fingerprint),
+            scale=options["scale"],
+            compat=options["compat"],
+            mask_non_context=params.mask_non_context,
+        )
+
+
+# The checkpoint folder is keyed by the settings; the logits' content goes into the run's fingerprint too, so a
+# checkpoint trained against an older bias model's logits is never resumed against new ones.
+stores = {key: file_sha256(inp[key]) for key in ("bias_logits", "teacher_logits") if hasattr(inp, key)}
+log.info("%s for %s: %d training questions, settings %s, options %s", method, w.heuristic, len(train), settings, options)
+summary = qa.train_qa(
+    train,
+    validation,
+    model_name_or_path=params.checkpoint,
+    output_dir=snakemake.output.model,
+    checkpoint_dir=params.checkpoint_dir,
+    settings=settings,
+    log=log.info,
+    objective_factory=objective_factory,
+    objective_id=None
+    if method == "resam"
+    else json.dumps({"method": method, **options, "mask": params.mask_non_context, "logits": stores}, sort_keys=True),
+    extra_validation=curves,
+)
+run = f"{w.model}/{method}/{w.heuristic}/seed{w.seed}"
+summary.update(model=w.model, run=run, method=method, addressed=w.heuristic, options=options, **extra)
+io.write_json(summary, snakemake.output.summary)
+shutil.rmtree(params.checkpoint_dir, ignore_errors=True)
