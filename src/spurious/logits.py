@@ -37,6 +37,11 @@ if TYPE_CHECKING:
 FORMAT_VERSION = 1
 
 
+def ids_sha256(ids: Sequence[str]) -> str:
+    """SHA-256 of a sequence of ids (unit-separator joined): identifies which examples a feature set or run covers."""
+    return hashlib.sha256("\x1f".join(ids).encode()).hexdigest()
+
+
 def features_fingerprint(
     features: QAFeatures,
     *,
@@ -77,7 +82,7 @@ def features_fingerprint(
         "vocab_size": int(values["vocab_size"]),
         "pad_on_right": bool(features.pad_on_right),
         "input_ids_sha256": ids_hash.hexdigest(),
-        "example_ids_sha256": hashlib.sha256("\x1f".join(features.example_ids).encode()).hexdigest(),
+        "example_ids_sha256": ids_sha256(features.example_ids),
     }
 
 

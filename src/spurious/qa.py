@@ -43,7 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.logits import features_fingerprint, write_feature_logits
+from spurious.logits import features_fingerprint, ids_sha256, write_feature_logits
 from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
 
 logger = logging.getLogger(__name__)
@@ -808,10 +808,6 @@ def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.Data
     return frame.iloc[keep].reset_index(drop=True)
 
 
-def _ids_hash(ids: Sequence[str]) -> str:
-    return hashlib.sha256("\x1f".join(ids).encode()).hexdigest()
-
-
 def _fingerprint(
     model_name: str,
     settings: Mapping[str, Any],
@@ -827,9 +823,9 @@ def _fingerprint(
     payload = {
         "model": model_name,
         "settings": {k: v for k, v in sorted(settings.items()) if k not in _RUNTIME_KEYS},
-        "train": _ids_hash(train.example_ids),
+        "train": ids_sha256(train.example_ids),
         "n_train_features": len(train),
-        "valid": _ids_hash(valid.example_ids),
+        "valid": ids_sha256(valid.example_ids),
         **{k: v for k, v in (extra or {}).items() if v is not None},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
@@ -1114,8 +1110,8 @@ def segment_gap_selection(
 
     described = {
         "kind": "segment_gap",
-        "biased": _ids_hash([str(i) for i in biased["id"]]),
-        "unbiased": _ids_hash([str(i) for i in unbiased["id"]]),
+        "biased": ids_sha256([str(i) for i in biased["id"]]),
+        "unbiased": ids_sha256([str(i) for i in unbiased["id"]]),
         "settings": {k: s[k] for k in ("max_length", "stride", "n_best", "max_answer_length")},
     }
     select.fingerprint = hashlib.sha256(json.dumps(described, sort_keys=True).encode()).hexdigest()[:16]
@@ -1212,7 +1208,7 @@ def train_qa(
         "objective": objective_id,
         "objective_factory": objective_fingerprint,
         "selection": selection_description,
-        "extra_validation": {n: _ids_hash(f.example_ids) for n, f in extra_features.items()} or None,
+        "extra_validation": {n: ids_sha256(f.example_ids) for n, f in extra_features.items()} or None,
     }
     state = _TrainState(
         fingerprint=_fingerprint(str(model_name_or_path), s, train_features, valid_features, run_options)
