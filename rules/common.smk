@@ -66,7 +66,7 @@ def debiased_runs():
 
 def evaluated_runs():
     """Prediction runs: the trained models ('<model>/seed<seed>') and the debiased ones."""
-    return [f"{name}/seed{seed}" for name, seed in model_runs()] + debiased_runs()
+    return original_runs() + debiased_runs()
 
 
 def human_splits():
@@ -218,10 +218,6 @@ DEBIAS_REPORT = [
 
 def debias_report_files():
     return expand("results/report/debias/{name}", name=DEBIAS_REPORT)
-
-
-def debias_all_runs():
-    return original_runs() + debiased_runs()
 
 
 def bias_model_runs():

@@ -54,15 +54,15 @@ rule debias_report:
     input:
         predictions=lambda w: [
             f"results/predictions/{run}/{e['dataset']}/{e['split']}.parquet"
-            for run in debias_all_runs()
+            for run in evaluated_runs()
             for e in config["evaluate"]
         ],
-        metrics=lambda w: metrics_files(debias_all_runs(), human=False),
-        bias=lambda w: bias_results(debias_all_runs(), human=False),
-        bias_fixed=lambda w: fixed_bias_results(debias_all_runs()),
+        metrics=lambda w: metrics_files(evaluated_runs(), human=False),
+        bias=lambda w: bias_results(evaluated_runs(), human=False),
+        bias_fixed=lambda w: fixed_bias_results(evaluated_runs()),
         summaries=lambda w: [
             f"results/models/{run}/training.json"
-            for run in debias_all_runs() + bias_model_runs()
+            for run in evaluated_runs() + bias_model_runs()
         ],
     output:
         table1_csv=report(
