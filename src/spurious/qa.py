@@ -43,6 +43,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.data import sample_questions
 from spurious.logits import features_fingerprint, ids_sha256, write_feature_logits
 from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
 
@@ -803,9 +804,7 @@ def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.Data
     """A fixed, seeded subset of ``max_examples`` questions (original order kept), or the whole frame."""
     if not max_examples or max_examples >= len(frame):
         return frame
-    rng = np.random.default_rng(EVAL_SUBSET_SEED)
-    keep = np.sort(rng.choice(len(frame), size=int(max_examples), replace=False))
-    return frame.iloc[keep].reset_index(drop=True)
+    return sample_questions(frame, max_examples=int(max_examples), seed=EVAL_SUBSET_SEED)
 
 
 def _fingerprint(
