@@ -41,10 +41,9 @@ else:
     hidden_size = load_config(params.checkpoint).hidden_size
 
     def objective_factory(features):
-        """Bias (and teacher) logits of exactly these training windows; a mismatch fails loudly."""
-        fingerprint = logits.features_fingerprint(
-            features, tokenizer_name=params.checkpoint, max_length=settings["max_length"], stride=settings["stride"]
-        )
+        """Bias (and teacher) logits of exactly these training windows; a mismatch fails loudly. train_qa records
+        the configured checkpoint name, max_length and stride on the features, so they make the fingerprint."""
+        fingerprint = logits.features_fingerprint(features)
         bias_logits = logits.load_feature_logits(inp.bias_logits, fingerprint)
         if method == "lmix":
             return debias.LearnedMixinObjective(
