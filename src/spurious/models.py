@@ -121,7 +121,8 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
     if from_scratch:
         config = load_config(name_or_path)
         log.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
-        return AutoModelForQuestionAnswering.from_config(config)
+        with quiet_transformers():
+            return AutoModelForQuestionAnswering.from_config(config)
     resolved = resolve_model(name_or_path)
     with quiet_transformers():
         model, info = AutoModelForQuestionAnswering.from_pretrained(resolved, output_loading_info=True)

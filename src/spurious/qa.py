@@ -949,11 +949,7 @@ def _initial_model(model_name_or_path: str, init: str | None) -> Any:
         return load_qa_model(model_name_or_path)
     if init != "scratch":
         raise ValueError(f"train_qa: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
-    from transformers import AutoConfig, AutoModelForQuestionAnswering
-
-    with quiet_transformers():
-        config = AutoConfig.from_pretrained(resolve_model(model_name_or_path))
-        return AutoModelForQuestionAnswering.from_config(config)
+    return load_qa_model(model_name_or_path, from_scratch=True)
 
 
 ObjectiveFactory = Callable[[QAFeatures], torch.nn.Module]
