@@ -24,18 +24,15 @@ on how a batch happens to be padded; masking makes dynamic padding (much faster 
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import json
 import logging
 import math
 import os
-import random
-import shutil
 import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -46,6 +43,26 @@ import torch
 from spurious.data import sample_questions
 from spurious.logits import features_fingerprint, ids_sha256, write_feature_logits
 from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
+from spurious.training import (
+    OBJECTIVE_STATE_FILE,
+    TRAINING_STATE_FILE,
+    PreemptionGuard,
+    StopRequested,
+    TrainingPreempted,
+    autocast,
+    cpu_copy,
+    epoch_order,
+    format_eta,
+    latest_checkpoint,
+    param_groups,
+    pick_device,
+    rng_states,
+    save_checkpoint,
+    save_model_dir,
+    seed_everything,
+    set_rng_states,
+    use_bf16,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -86,20 +103,6 @@ DEFAULT_SETTINGS: dict[str, Any] = {
 _RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
 # Seed of the validation subset (eval_max_examples): fixed, so every model and seed is compared on the same questions.
 EVAL_SUBSET_SEED = 0
-CHECKPOINT_PREFIX = "step-"
-TRAINING_STATE_FILE = "training_state.json"
-OBJECTIVE_STATE_FILE = "objective.pt"
-
-
-class TrainingPreempted(RuntimeError):
-    """Raised after a SIGTERM/SIGUSR1 once a checkpoint has been saved; rerunning the job resumes from it."""
-
-    def __init__(self, signum: int, step: int, checkpoint: Path) -> None:
-        self.signum, self.step, self.checkpoint = signum, step, checkpoint
-        super().__init__(
-            f"received {signal.Signals(signum).name}: saved a checkpoint at step {step} in {checkpoint}; "
-            "rerun the same job to resume from it"
-        )
 
 
 def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
@@ -411,29 +414,6 @@ def postprocess_predictions(
 # ---------------------------------------------------------------------------------------------------------------------
 
 
-def pick_device(device: str = "auto") -> torch.device:
-    """``auto`` = CUDA if available, else CPU; asking for CUDA without one is an error, not a silent CPU run."""
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
-    return dev
-
-
-def use_bf16(bf16: bool | str, device: torch.device) -> bool:
-    """``auto`` = bf16 autocast on CUDA devices that support it; never on CPU (slower there, and less exact)."""
-    if bf16 == "auto":
-        return device.type == "cuda" and torch.cuda.is_bf16_supported()
-    return bool(bf16)
-
-
-def _autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
-    if not enabled:
-        return contextlib.nullcontext()
-    return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
-
-
 def qa_loss(
     start_logits: torch.Tensor,
     end_logits: torch.Tensor,
@@ -461,7 +441,7 @@ def _model_outputs(
     Hidden states are requested only when needed: returning all layers costs memory on long windows.
     """
     inputs = {k: batch[k].to(device, non_blocking=True) for k in _MODEL_INPUT_KEYS if k in batch}
-    with _autocast(device, bf16):
+    with autocast(device, bf16):
         out = model(**inputs, output_hidden_states=True) if hidden else model(**inputs)
     return out.start_logits, out.end_logits, (out.hidden_states[-1] if hidden else None)
 
@@ -500,7 +480,7 @@ def validation_loss(
     """Mean QA loss over all labelled windows of ``features`` (windows sorted by length to pad little).
 
     ``should_stop`` is polled between batches so a preemption signal does not wait for a long evaluation; the
-    evaluation is then abandoned (``_StopRequested``) and redone after resumption.
+    evaluation is then abandoned (``StopRequested``) and redone after resumption.
     """
     if features.start_positions is None:
         raise ValueError("validation_loss needs labelled features (featurize(..., labels=True))")
@@ -512,7 +492,7 @@ def validation_loss(
     try:
         for lo in range(0, len(order), batch_size):
             if should_stop is not None and should_stop():
-                raise _StopRequested
+                raise StopRequested
             idx = order[lo : lo + batch_size]
             batch = features.collate(idx)
             loss = _plain_loss(model, batch, device, bf16)
@@ -521,10 +501,6 @@ def validation_loss(
     finally:
         model.train(was_training)
     return total / max(count, 1)
-
-
-class _StopRequested(Exception):
-    pass
 
 
 @torch.no_grad()
@@ -729,77 +705,6 @@ class _TrainState:
     validation_curves: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
-def seed_everything(seed: int) -> None:
-    """Seed python, numpy and torch (all devices): the fresh QA head and dropout draw from torch's RNG."""
-    random.seed(seed)
-    np.random.seed(seed)
-    torch.manual_seed(seed)
-
-
-def _rng_states() -> dict[str, Any]:
-    kind, keys, pos, has_gauss, gauss = np.random.get_state()
-    states: dict[str, Any] = {
-        "python": random.getstate(),
-        "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)),
-        "torch": torch.get_rng_state(),
-    }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
-    return states
-
-
-def _set_rng_states(states: Mapping[str, Any]) -> None:
-    random.setstate(_as_tuple(states["python"]))
-    kind, keys, pos, has_gauss, gauss = states["numpy"]
-    np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
-    torch.set_rng_state(states["torch"])
-    if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
-
-
-def _as_tuple(x: Any) -> Any:
-    return tuple(_as_tuple(v) for v in x) if isinstance(x, list | tuple) else x
-
-
-def _param_groups(model: torch.nn.Module, weight_decay: float) -> list[dict[str, Any]]:
-    """Decay all weights except biases and normalisation parameters, as the HF Trainer does."""
-    no_decay: set[str] = set()
-    for module_name, module in model.named_modules():
-        is_norm = (
-            isinstance(module, torch.nn.LayerNorm | torch.nn.modules.normalization.RMSNorm)
-            or "norm" in type(module).__name__.lower()
-        )
-        for pname, _ in module.named_parameters(recurse=False):
-            full = f"{module_name}.{pname}" if module_name else pname
-            if is_norm or pname.endswith("bias"):
-                no_decay.add(full)
-    decay = [p for n, p in model.named_parameters() if p.requires_grad and n not in no_decay]
-    plain = [p for n, p in model.named_parameters() if p.requires_grad and n in no_decay]
-    return [{"params": decay, "weight_decay": weight_decay}, {"params": plain, "weight_decay": 0.0}]
-
-
-def epoch_order(
-    lengths: np.ndarray, *, batch_size: int, seed: int, epoch: int, group_by_length: bool = False
-) -> np.ndarray:
-    """The training-window order of one epoch: a pure function of (seed, epoch), so a resumed run can rebuild it.
-
-    ``group_by_length`` (like the HF Trainer option) sorts chunks of 50 batches by length and shuffles the full
-    batches, so a batch holds windows of similar length and pads little: about 1.5x faster on CPU with dynamic
-    padding. The last, partial batch stays last so that batches can be taken as consecutive slices.
-    """
-    gen = torch.Generator().manual_seed(seed * 1_000_003 + epoch)
-    order = torch.randperm(len(lengths), generator=gen).numpy()
-    if not group_by_length:
-        return order
-    mega = batch_size * 50
-    chunks = [order[i : i + mega] for i in range(0, len(order), mega)]
-    order = np.concatenate([c[np.argsort(-lengths[c], kind="stable")] for c in chunks])
-    n_full = len(order) // batch_size
-    shuffled = torch.randperm(n_full, generator=gen).numpy()
-    full = order[: n_full * batch_size].reshape(n_full, batch_size)[shuffled].reshape(-1)
-    return np.concatenate([full, order[n_full * batch_size :]])
-
-
 def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.DataFrame:
     """A fixed, seeded subset of ``max_examples`` questions (original order kept), or the whole frame."""
     if not max_examples or max_examples >= len(frame):
@@ -828,113 +733,6 @@ def _fingerprint(
         **{k: v for k, v in (extra or {}).items() if v is not None},
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
-
-
-def _checkpoints(checkpoint_dir: Path) -> list[Path]:
-    if not checkpoint_dir.is_dir():
-        return []
-    found = [p for p in checkpoint_dir.iterdir() if p.is_dir() and p.name.startswith(CHECKPOINT_PREFIX)]
-    return sorted(found, key=lambda p: int(p.name[len(CHECKPOINT_PREFIX) :]))
-
-
-def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> Path | None:
-    """The newest complete checkpoint (written under a temporary name, renamed when complete), or None."""
-    found = [p for p in _checkpoints(Path(checkpoint_dir)) if (p / "state.json").is_file()]
-    return found[-1] if found else None
-
-
-def _save_checkpoint(
-    checkpoint_dir: Path,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    state: _TrainState,
-    best_weights: Mapping[str, torch.Tensor] | None,
-    objective: torch.nn.Module | None = None,
-) -> Path:
-    """Write a complete checkpoint under a temporary name, rename it into place, then drop older ones."""
-    final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
-    if (final / "state.json").is_file():
-        return final
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint_dir / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    torch.save(model.state_dict(), tmp / "model.pt")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(_rng_states(), tmp / "rng.pt")
-    if objective is not None:
-        torch.save(objective.state_dict(), tmp / OBJECTIVE_STATE_FILE)
-    if best_weights is not None and state.best_step != state.step:
-        torch.save(dict(best_weights), tmp / "best_model.pt")
-    (tmp / "state.json").write_text(json.dumps(asdict(state)))
-    os.replace(tmp, final)
-    for old in _checkpoints(checkpoint_dir):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
-    for stale in checkpoint_dir.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    return final
-
-
-class _PreemptionGuard:
-    """Turns SIGTERM/SIGUSR1 (SLURM's warning before a kill) into a flag the training loop polls.
-
-    Saving inside the handler could catch the model mid-update; the loop instead checkpoints at the next consistent
-    point (after an optimizer step, or by abandoning a running evaluation) and raises ``TrainingPreempted``.
-    """
-
-    SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
-
-    def __init__(self) -> None:
-        self.signum: int | None = None
-        self._previous: dict[int, Any] = {}
-
-    def handler(self, signum: int, frame: Any) -> None:
-        self.signum = signum
-
-    @property
-    def triggered(self) -> bool:
-        return self.signum is not None
-
-    def __enter__(self) -> _PreemptionGuard:
-        for sig in self.SIGNALS:
-            try:
-                self._previous[sig] = signal.signal(sig, self.handler)
-            except ValueError:  # not the main thread: signals cannot be handled here
-                logger.warning("not in the main thread: SIGTERM/SIGUSR1 will not trigger a checkpoint")
-                break
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        for sig, previous in self._previous.items():
-            signal.signal(sig, previous)
-
-
-def _format_eta(seconds: float) -> str:
-    if not math.isfinite(seconds):
-        return "?"
-    seconds = int(seconds)
-    h, rem = divmod(seconds, 3600)
-    m, s = divmod(rem, 60)
-    return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
-
-
-def _save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mapping[str, Any]) -> None:
-    """Save model + tokenizer + training_state.json into a temporary sibling, then rename onto ``output_dir``."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_dir.parent / f".{output_dir.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    with quiet_transformers():  # no "Writing model shards" progress bar in job logs
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    (tmp / TRAINING_STATE_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
-    os.replace(tmp, output_dir)
 
 
 INIT_MODES = ("pretrained", "scratch")
@@ -997,9 +795,9 @@ def _optimizer_groups(model: torch.nn.Module, objective: torch.nn.Module | None,
 
     Appending keeps a plain run's optimizer exactly as before, and a resumed run rebuilds the same parameter order.
     """
-    groups = _param_groups(model, weight_decay)
+    groups = param_groups(model, weight_decay)
     if objective is not None:
-        for group, extra in zip(groups, _param_groups(objective, weight_decay), strict=True):
+        for group, extra in zip(groups, param_groups(objective, weight_decay), strict=True):
             group["params"] = group["params"] + extra["params"]
     return groups
 
@@ -1019,7 +817,7 @@ def _objective_loss(
     """
     on_device = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
     start, end, hidden = _model_outputs(model, on_device, device, bf16, hidden=bool(objective.needs_hidden_states))
-    with _autocast(device, bf16):
+    with autocast(device, bf16):
         loss, info = objective(start, end, hidden, on_device, feature_index)
     clash = sorted(_TRAIN_ROW_KEYS & set(info))
     if clash:
@@ -1038,7 +836,7 @@ def _run_selection(selection: SelectionFn, model: Any, tokenizer: Any) -> tuple[
     Restoring the RNG states makes the training trajectory independent of whatever the selection does, so a run with
     a selection follows the same steps as one without until early stopping separates them.
     """
-    rng = _rng_states()
+    rng = rng_states()
     was_training = model.training
     model.eval()
     try:
@@ -1046,7 +844,7 @@ def _run_selection(selection: SelectionFn, model: Any, tokenizer: Any) -> tuple[
             score, info = selection(model, tokenizer)
     finally:
         model.train(was_training)
-        _set_rng_states(rng)
+        set_rng_states(rng)
     info = {k: _plain_value(v) for k, v in dict(info).items()}
     clash = sorted({"step", "score"} & set(info))
     if clash:
@@ -1226,9 +1024,9 @@ def train_qa(
         scheduler.load_state_dict(load("scheduler.pt"))
         if s["keep_best"] and saved.best_step is not None:
             best_weights = (
-                load("best_model.pt") if (ckpt / "best_model.pt").is_file() else _cpu_copy(model.state_dict())
+                load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
             )
-        _set_rng_states(load("rng.pt"))
+        set_rng_states(load("rng.pt"))
         state = saved
         resumed_from = state.step
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
@@ -1236,7 +1034,7 @@ def train_qa(
     def checkpoint() -> Path:
         state.wall_time_s += time.perf_counter() - segment_start[0]
         segment_start[0] = time.perf_counter()
-        return _save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights, objective)
+        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights, objective)
 
     def evaluate() -> None:
         nonlocal best_weights
@@ -1266,7 +1064,7 @@ def train_qa(
             state.best_loss, state.best_step, state.bad_evals = loss, state.step, 0
             state.best_score = score
             if s["keep_best"]:
-                best_weights = _cpu_copy(model.state_dict())
+                best_weights = cpu_copy(model.state_dict())
         else:
             state.bad_evals += 1
         extras = "".join(f", {name} {value:.4f}" for name, value in extra_losses.items())
@@ -1301,13 +1099,13 @@ def train_qa(
     window_info: dict[str, list[float]] = {}
     perm = np.empty(0, dtype=np.int64)
     perm_epoch = -1
-    with _PreemptionGuard() as guard:
+    with PreemptionGuard() as guard:
         try:
             if eval_due():  # an evaluation was abandoned when the previous segment was preempted
                 evaluate()
             while state.step < total_steps and not state.stopped_early:
                 if guard.triggered:
-                    raise _StopRequested
+                    raise StopRequested
                 if perm_epoch != state.epoch:
                     perm = epoch_order(
                         train_features.lengths,
@@ -1353,19 +1151,19 @@ def train_qa(
                     emit(
                         f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
                         f"{np.mean(window_losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
-                        f"{rate * batch_size * accum:.1f} windows/s | ETA {_format_eta((total_steps - state.step) / rate)}"
+                        f"{rate * batch_size * accum:.1f} windows/s | ETA {format_eta((total_steps - state.step) / rate)}"
                     )
                     window_losses, window_info = [], {}
                 if eval_due():
                     evaluate()
                 if guard.triggered:
-                    raise _StopRequested
+                    raise StopRequested
                 every = int(s["checkpoint_every"] or 0)
                 if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
                     checkpoint()  # not after the last step: the model is saved to output_dir next
             if eval_due():
                 evaluate()
-        except _StopRequested:
+        except StopRequested:
             path = checkpoint()
             assert guard.signum is not None
             emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
@@ -1413,7 +1211,7 @@ def train_qa(
         "settings": s,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
-    _save_model_dir(output_dir, model, tokenizer, summary)
+    save_model_dir(output_dir, model, tokenizer, summary)
     score_note = f", selection score {state.best_score}" if selection is not None else ""
     emit(
         f"saved the model of step {saved_step} (validation loss {state.best_loss}{score_note}) to {output_dir}; "
@@ -1422,5 +1220,3 @@ def train_qa(
     return summary
 
 
-def _cpu_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
