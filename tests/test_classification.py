@@ -1,0 +1,195 @@
+"""Classification datasets (GLUE TSV, HF parquet, validation, derivation) and the classifier (loss weights, exact
+resumption, predictions), on the real SST-2 and QNLI files of the offline mirror."""
+
+from __future__ import annotations
+
+import gzip
+
+import numpy as np
+import pandas as pd
+import pytest
+import torch
+
+from spurious import classification, classifier
+from spurious.data import DataValidationError
+from tests.conftest import SHARED
+
+QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
+SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
+MODEL = "embedded:all-MiniLM-L6-v2"
+
+
+def test_qnli_parquet_loads_with_the_label_names_of_its_metadata():
+    df = classification.load_hf_parquet(QNLI_DEV)
+    assert df.attrs["label_names"] == ["entailment", "not_entailment"]
+    assert len(df) == 5463 and df.attrs["is_pair"]
+    # SOURCES.md: labels 0 = 2,702, 1 = 2,761; row 0 is entailment
+    assert df["label"].value_counts().to_dict() == {0: 2702, 1: 2761}
+    assert df.loc[0, "text_a"] == "What came into force after the new constitution was herald?"
+    assert df.loc[0, "label"] == 0 and df.loc[0, "id"] == "0"
+
+
+def test_sst2_tsv_is_single_sentence_with_numeric_labels():
+    df = classification.load_glue_tsv(SST2_DEV, label_names=["negative", "positive"])
+    # SOURCES.md: 872 rows; labels 1 = 444, 0 = 428; first row -> 1
+    assert len(df) == 872 and not df.attrs["is_pair"]
+    assert df["text_b"].isna().all()
+    assert df["label"].sum() == 444
+    assert df.loc[0, "text_a"].startswith("it 's a charming and often affecting journey")
+    assert df.loc[0, "label"] == 1
+
+
+def test_string_labels_need_label_names_and_unlabeled_rows_are_dropped_and_counted(tmp_path):
+    path = tmp_path / "snli_like.tsv.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write("pairID\tsentence1\tsentence2\tgold_label\n")
+        fh.write('a\tA man "sleeps".\tNobody sleeps.\tcontradiction\n')  # quotes are text in GLUE files
+        fh.write("b\tA dog runs.\tAn animal moves.\tentailment\n")
+        fh.write("c\tTwo kids.\tKids play.\t-\n")  # no gold label, as in SNLI
+    with pytest.raises(DataValidationError, match="need label_names"):
+        classification.load_glue_tsv(path)
+    names = ["entailment", "neutral", "contradiction"]
+    df = classification.load_glue_tsv(path, label_names=names)
+    assert df["label"].tolist() == [2, 0, -1]
+    assert df.loc[0, "text_a"] == 'A man "sleeps".'
+    kept, summary = classification.validate_records(df, source=str(path))
+    assert kept["id"].tolist() == ["a", "b"]
+    assert summary["n_unlabeled"] == 1 and summary["n_dropped"] == 0
+
+
+def test_invalid_records_fail_naming_them_or_are_dropped_on_request():
+    df = pd.DataFrame(
+        {"id": ["1", "2", "2", "3"], "text_a": ["ok", "", "dup", "fine"], "text_b": ["x", "y", "z", "w"], "label": [0, 1, 0, 5]}
+    )
+    df.attrs.update(label_names=["a", "b"], is_pair=True)
+    with pytest.raises(DataValidationError, match=r"2 of 4 labeled records are invalid; first: 2 \(empty text_a\), 3 \(label 5"):
+        classification.validate_records(df, source="toy.tsv")
+    kept, summary = classification.validate_records(df, source="toy.tsv", on_invalid="drop")
+    # "2" is bad (empty text) so both of its records go; "3" has label 5 outside [0, 2)
+    assert kept["id"].tolist() == ["1"]
+    assert summary["n_dropped"] == 3
+    assert kept.attrs["label_names"] == ["a", "b"]
+
+
+def test_random_split_is_seeded_stratified_and_disjoint():
+    df = classification.load_hf_parquet(QNLI_DEV)
+    train, valid = classification.split_random(df, validation_fraction=0.25, seed=0)
+    again, _ = classification.split_random(df, validation_fraction=0.25, seed=0)
+    other, _ = classification.split_random(df, validation_fraction=0.25, seed=1)
+    assert train["id"].tolist() == again["id"].tolist()
+    assert train["id"].tolist() != other["id"].tolist()
+    assert not set(train["id"]) & set(valid["id"]) and len(train) + len(valid) == len(df)
+    # ceil(0.25 * 2702) = 676 entailment and ceil(0.25 * 2761) = 691 not_entailment pairs in validation
+    assert valid["label"].value_counts().to_dict() == {0: 676, 1: 691}
+
+
+def test_parquet_round_trip_keeps_label_names_and_missing_second_segment(tmp_path):
+    df = classification.load_glue_tsv(SST2_DEV).head(5)
+    classification.write_parquet(df, tmp_path / "x.parquet", metadata={"source": "sst2"})
+    back = classification.read_parquet(tmp_path / "x.parquet")
+    assert back.attrs["label_names"] == ["0", "1"] and not back.attrs["is_pair"]
+    assert back["text_b"].isna().all() and back["id"].tolist() == df["id"].tolist()
+    with pytest.raises(DataValidationError, match="not a normalised classification parquet"):
+        classification.read_parquet(QNLI_DEV)
+
+
+def test_weighted_loss_scales_each_examples_gradient_by_its_weight():
+    torch.manual_seed(0)
+    logits = torch.randn(3, 2, requires_grad=True)
+    labels = torch.tensor([0, 1, 1])
+    classifier.weighted_loss(logits, labels, torch.tensor([2.0, 0.0, 1.0])).backward()
+    weighted = logits.grad.clone()
+    logits.grad = None
+    classifier.weighted_loss(logits, labels, None).backward()
+    plain = logits.grad.clone()
+    # the batch mean divides by 3 either way: example 0 counts twice, example 1 not at all, example 2 once
+    assert torch.allclose(weighted[0], 2 * plain[0])
+    assert torch.allclose(weighted[1], torch.zeros(2))
+    assert torch.allclose(weighted[2], plain[2])
+    # with weights q_i |D| of mean 1 on a uniform q, the loss equals the unweighted one
+    same = classifier.weighted_loss(logits, labels, torch.ones(3))
+    assert float(same.detach()) == pytest.approx(float(classifier.weighted_loss(logits, labels, None).detach()))
+
+
+@pytest.fixture(scope="module")
+def tiny_qnli():
+    df = classification.load_hf_parquet(QNLI_DEV)
+    train, test = classification.split_random(df.head(400), validation_fraction=0.25, seed=0)
+    return train.head(48), test.head(32)
+
+
+SETTINGS = {"batch_size": 8, "max_steps": 6, "max_length": 64, "learning_rate": 1e-4, "checkpoint_every": 2, "device": "cpu"}
+
+
+def test_training_is_deterministic_and_weights_change_the_model(tmp_path, tiny_qnli):
+    train, test = tiny_qnli
+
+    def run(name, weights=None):
+        classifier.train_classifier(
+            train, model_name_or_path=MODEL, output_dir=tmp_path / name, checkpoint_dir=tmp_path / f"ck-{name}",
+            settings=SETTINGS, weights=weights,
+        )
+        return classifier.predict_classifier(tmp_path / name, test, device="cpu")
+
+    a, b = run("a"), run("b")
+    np.testing.assert_array_equal(np.stack(a["probabilities"]), np.stack(b["probabilities"]))
+    assert list(a.columns) == list(classifier.PREDICTION_COLUMNS)
+    assert (a["correct"] == (a["label"] == a["prediction"])).all()
+    weights = np.where(train["label"].to_numpy() == 0, 2.0, 0.0)
+    weighted = run("w", weights)
+    assert not np.allclose(np.stack(weighted["probabilities"]), np.stack(a["probabilities"]))
+    with pytest.raises(ValueError, match="one per training example"):
+        run("bad", weights[:-1])
+
+
+def test_a_checkpoint_of_other_settings_is_never_resumed(tmp_path, tiny_qnli):
+    train, _ = tiny_qnli
+    # a 4-step run leaves its step-2 checkpoint behind (the adapter, not the function, removes the folder)
+    classifier.train_classifier(
+        train, model_name_or_path=MODEL, output_dir=tmp_path / "part", checkpoint_dir=tmp_path / "ck",
+        settings=dict(SETTINGS, max_steps=4),
+    )
+    with pytest.raises(RuntimeError, match="belongs to a different run"):
+        classifier.train_classifier(
+            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+        )
+
+
+def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, tiny_qnli, monkeypatch):
+    train, _ = tiny_qnli
+    ref = classifier.train_classifier(
+        train, model_name_or_path=MODEL, output_dir=tmp_path / "ref", checkpoint_dir=tmp_path / "ck-ref", settings=SETTINGS
+    )
+    # simulate preemption: raise inside the step after the checkpoint at step 4 is written
+    calls = {"n": 0}
+    real = classifier.weighted_loss
+
+    def failing(*args, **kwargs):
+        calls["n"] += 1
+        if calls["n"] == 5:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(classifier, "weighted_loss", failing)
+    with pytest.raises(KeyboardInterrupt):
+        classifier.train_classifier(
+            train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+        )
+    monkeypatch.setattr(classifier, "weighted_loss", real)
+    resumed = classifier.train_classifier(
+        train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+    )
+    assert resumed["resumed_from_step"] == 4
+    assert [r["loss"] for r in resumed["train_losses"]] == pytest.approx([r["loss"] for r in ref["train_losses"]], abs=1e-6)
+
+
+def test_scratch_init_starts_from_random_weights(tmp_path, tiny_qnli):
+    train, _ = tiny_qnli
+    pre = classifier.load_classifier(MODEL, label_names=["a", "b"])
+    torch.manual_seed(0)
+    scratch = classifier.load_classifier(MODEL, label_names=["a", "b"], from_scratch=True)
+    name = "embeddings.word_embeddings.weight"
+    w_pre = dict(pre.base_model.named_parameters())[name]
+    w_scratch = dict(scratch.base_model.named_parameters())[name]
+    assert w_pre.shape == w_scratch.shape and not torch.allclose(w_pre, w_scratch)
+    assert scratch.config.id2label == {0: "a", 1: "b"}
