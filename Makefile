@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-debias report report-debias test lint unit bench clean
+.PHONY: install install-dev demo demo-debias demo-lexical report report-debias report-lexical test lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -56,6 +56,17 @@ report-debias: install
 		--report results/report-debias.html
 	@echo "Report: results/report-debias.html; tables and figures: results/report/ and results/report/debias/"
 
+# Stubborn Lexical Bias on CPU (configs/demo-lexical.yaml): QNLI z-scores, reweighting, bigrams, 8 classifiers and
+# their permutation tests, Tables 1-3, App. A.1 and Fig. 2 (< 30 min).
+demo-lexical: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-lexical.yaml
+	$(MAKE) report-lexical
+
+report-lexical: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-lexical.yaml \
+		--report results/report-lexical.html
+	@echo "Report: results/report-lexical.html; tables and figures: results/report/lexical/"
+
 report: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --report results/report.html
 	@echo "Report: results/report.html; tables and figures: results/report/"
@@ -73,6 +84,7 @@ test: lint unit
 bench: install-dev
 	$(BIN)/python benchmarks/bench_heuristics.py
 	$(BIN)/python benchmarks/bench_bias.py
+	$(BIN)/python benchmarks/bench_reweight.py --json results/bench_reweight.json
 	$(BIN)/python benchmarks/bench_train_loop.py --steps 20 --warmup 3 --json results/bench_train_loop.json
 
 clean:

@@ -35,6 +35,7 @@ wildcard_constraints:
     run=r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/)?seed\d+|human/annotator[0-2]",
     method=r"resam|lmix|creg",
     threshold_split=r"[a-z0-9_]+",
+    weighting=r"uniform|q",
 
 
 include: "rules/common.smk"
@@ -44,6 +45,7 @@ include: "rules/train.smk"
 include: "rules/predict.smk"
 include: "rules/bias.smk"
 include: "rules/debias.smk"
+include: "rules/lexical.smk"
 include: "rules/report.smk"
 
 

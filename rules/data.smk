@@ -1,5 +1,5 @@
 # Stage 1: datasets. Download (or read from the offline mirror), validate and normalise each declared split;
-# derive train/validation splits by article title where the config asks for it.
+# derive train/validation splits where the config asks for it (QA by article title, classification at random).
 
 
 localrules:
@@ -16,13 +16,15 @@ rule download:
         "../envs/spurious.yaml"
     params:
         source=lambda w: config["datasets"][w.dataset]["splits"][w.split],
+        task=lambda w: config["datasets"][w.dataset]["task"],
         on_invalid=lambda w: config["datasets"][w.dataset]["on_invalid"],
     script:
         "../workflow_scripts/download.py"
 
 
 rule derive_splits:
-    """Split one split into train/validation by article title with a seed (no article on both sides)."""
+    """Split one split into train/validation with a seed: QA by article title (no article on both sides),
+    classification at random, stratified by label."""
     input:
         lambda w: split_file(w.dataset, config["datasets"][w.dataset]["derive"]["from"]),
     output:
@@ -36,6 +38,7 @@ rule derive_splits:
         validation_fraction=lambda w: config["datasets"][w.dataset]["derive"][
             "validation_fraction"
         ],
+        task=lambda w: config["datasets"][w.dataset]["task"],
     script:
         "../workflow_scripts/derive_splits.py"
 

@@ -87,3 +87,42 @@ def test_cross_references_are_checked():
     cfg["heuristics"]["names"] = ["word-dist"]
     with pytest.raises(ConfigError, match="segments.0.heuristic"):
         validate_config(cfg)
+
+
+def _lexical() -> dict:
+    return yaml.safe_load((REPO / "configs" / "demo-lexical.yaml").read_text())
+
+
+def test_lexical_defaults_and_a_config_without_qa_models():
+    out = validate_config(_lexical())
+    assert out["models"] == {} and out["evaluate"] == []
+    lex = out["lexical"]
+    assert (lex["counting"], lex["top_k"], lex["stop_words"]) == ("types", 50, "nltk")
+    assert lex["reweight"]["min_count"] == 20 and lex["bigrams"] == {"n": 200, "seed": 0}
+    assert lex["models"]["minilm"]["weightings"] == ["uniform", "q"]
+    assert lex["models"]["minilm"]["training"]["max_length"] == 128
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"), "classification datasets derive splits by 'random'"),
+        (lambda c: c["lexical"]["datasets"]["qnli"].update(test="test"), "dataset 'qnli' has no split 'test'"),
+        (lambda c: c["lexical"]["datasets"].update(snli={}), "'lexical.datasets.snli': unknown dataset"),
+        (lambda c: c.pop("lexical"), "nothing to run"),
+        (lambda c: c["lexical"]["models"]["minilm"].update(weightings=["balanced"]), "'balanced' is not allowed"),
+    ],
+)
+def test_lexical_config_errors_name_the_key(edit, message):
+    cfg = _lexical()
+    edit(cfg)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg)
+
+
+def test_qa_parts_cannot_name_a_classification_dataset():
+    cfg = _default()
+    cfg["datasets"]["qnli"] = _lexical()["datasets"]["qnli"]
+    cfg["evaluate"].append({"dataset": "qnli", "split": "validation"})
+    with pytest.raises(ConfigError, match="'evaluate.1': dataset 'qnli' is a classification dataset, not QA"):
+        validate_config(cfg)

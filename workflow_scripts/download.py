@@ -1,15 +1,22 @@
-"""Adapter: load one declared dataset split, validate it, write the normalised parquet."""
+"""Adapter: load one declared dataset split, validate it, write the normalised parquet (QA or classification)."""
 
 from typing import TYPE_CHECKING
 
-from spurious import data, runlog
+from spurious import classification, data, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-frame = data.load_source(snakemake.params.source)
+task = snakemake.params.task
+loader = classification if task == "classification" else data
+frame = loader.load_source(snakemake.params.source)
 source = frame.attrs.get("source", str(snakemake.params.source))
-frame, summary = data.validate_records(frame, source=source, on_invalid=snakemake.params.on_invalid)
-log.info("%s: %d records kept, %d dropped", source, len(frame), summary["n_dropped"])
-data.write_qa_parquet(frame, snakemake.output[0], metadata={"source": source, "validation": summary})
+frame, summary = loader.validate_records(frame, source=source, on_invalid=snakemake.params.on_invalid)
+log.info("%s: %d records kept, %d dropped, %d unlabeled", source, len(frame), summary["n_dropped"], summary.get("n_unlabeled", 0))
+meta = {"source": source, "validation": summary}
+if task == "classification":
+    log.info("label names %s; label counts %s", frame.attrs["label_names"], frame["label"].value_counts().sort_index().to_dict())
+    classification.write_parquet(frame, snakemake.output[0], metadata=meta)
+else:
+    data.write_qa_parquet(frame, snakemake.output[0], metadata=meta)

@@ -7,10 +7,17 @@ Subcommands::
     spurious bias DATA.json PREDICTIONS.json [--heuristics ...] [--sample-size 800] [--iterations 100] [--seed 0]
                   [--with-replacement] [--compat isbiased] [--json OUT.json]
     spurious report RESULT.json [...] --out-dir DIR [--paper-run BERT-Base]
+    spurious lexical-test TRAIN TEST PREDICTIONS [--top-k 50] [--counting types|tokens] [--stop-words nltk|none]
+                  [--text-columns A[,B]] [--label-column C] [--label-names n0,n1,...] [--json OUT.json]
 
 ``DATA.json`` is the official SQuAD v1.1 JSON (an object with a ``data`` list of articles) or a JSON list of flat
 records (``id, context, question, answers{text, answer_start}``), plain or ``.gz``. ``PREDICTIONS.json`` is the
 official prediction format, an object ``{question id: answer text}``.
+
+``lexical-test`` runs the model-bias test of "Stubborn Lexical Bias" (Serrano et al. 2023) on any classifier's
+predictions: TRAIN and TEST are classification data (the workflow's normalised parquet, a Hugging Face parquet export
+or a GLUE TSV with a header, plain or .gz), PREDICTIONS a parquet/CSV/TSV/JSON-lines file with ``id`` and
+``prediction`` (a label id or name) columns covering every TEST record.
 
 User errors (a missing or malformed file, an unknown heuristic, predictions missing ids, invalid records) print one
 message naming the file and the fix on stderr and exit with status 2, without a traceback.
@@ -394,6 +401,94 @@ def cmd_report(args: argparse.Namespace) -> int:
 # parser
 
 
+# ----------------------------------------------------------------------------------------------------------------------
+# lexical-test
+
+
+def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) -> pd.DataFrame:
+    """A classification data file (normalised parquet, HF parquet export, GLUE TSV), validated strictly."""
+    from spurious import classification
+    from spurious.data import DataValidationError
+
+    file = Path(path)
+    if not file.is_file():
+        raise CLIError(f"data file {file} does not exist; check the path")
+    columns = {
+        "text_columns": args.text_columns.split(",") if args.text_columns else None,
+        "label_column": args.label_column,
+        "label_names": args.label_names.split(",") if args.label_names else None,
+    }
+    name = file.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            try:
+                frame = classification.read_parquet(file)
+                frame.attrs["source"] = str(file)
+            except DataValidationError:
+                frame = classification.load_hf_parquet(file, **columns)
+        elif name.endswith((".tsv", ".tsv.gz")):
+            frame = classification.load_glue_tsv(file, **columns)
+        else:
+            raise CLIError(f"{file}: unknown data format; pass a .parquet or a GLUE .tsv(.gz) file")
+        frame, summary = classification.validate_records(frame, source=str(file), on_invalid="error")
+    except (DataValidationError, pd.errors.ParserError, KeyError) as exc:
+        raise CLIError(str(exc)) from exc
+    if summary["n_unlabeled"]:
+        log.info("%s: dropped %d unlabeled records", file, summary["n_unlabeled"])
+    return frame
+
+
+def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
+    file = Path(path)
+    if not file.is_file():
+        raise CLIError(f"predictions file {file} does not exist; check the path")
+    name = file.name.lower()
+    try:
+        if name.endswith(".parquet"):
+            return pd.read_parquet(file)
+        if name.endswith((".jsonl", ".jsonl.gz")):
+            return pd.read_json(file, lines=True, dtype={"id": str})
+        if name.endswith((".tsv", ".tsv.gz")):
+            return pd.read_csv(file, sep="\t", dtype={"id": str})
+        return pd.read_csv(file, dtype={"id": str})
+    except (ValueError, pd.errors.ParserError) as exc:
+        raise CLIError(f"predictions file {file} could not be read ({exc}); pass parquet, CSV, TSV or JSON lines") from exc
+
+
+def cmd_lexical_test(args: argparse.Namespace) -> int:
+    from spurious import lexical
+
+    train = load_classification_file(args.train, args)
+    test = load_classification_file(args.test, args)
+    if list(train.attrs["label_names"]) != list(test.attrs["label_names"]):
+        raise CLIError(
+            f"{args.train} and {args.test} have different labels ({train.attrs['label_names']} vs "
+            f"{test.attrs['label_names']}); pass --label-names to fix their order"
+        )
+    names = list(train.attrs["label_names"])
+    matrix, vocabulary = lexical.feature_matrix(train["text_a"], train["text_b"], counting=args.counting)
+    table = lexical.zscore_table(matrix, vocabulary, train["label"].to_numpy(), len(names), names)
+    stop = lexical.english_stop_words() if args.stop_words == "nltk" else frozenset()
+    top = lexical.top_features(table, k=args.top_k, stop_words=stop)
+    labels = test["label"].to_numpy()
+    try:
+        correct = lexical.correct_predictions(
+            load_classification_predictions(args.predictions), test["id"].astype(str).tolist(), labels, names,
+            source=str(args.predictions),
+        )
+    except ValueError as exc:
+        raise CLIError(str(exc)) from exc
+    result = lexical.model_bias_test(table, top, test["text_a"], test["text_b"], labels, correct, counting=args.counting)
+    result.update(train=str(args.train), test=str(args.test), predictions=str(args.predictions),
+                  counting=args.counting, top_k=args.top_k, stop_words=args.stop_words)
+    if args.json:
+        from spurious.io import write_json
+
+        write_json(dict(result, features=top.to_dict(orient="records")), args.json)
+    print(json.dumps({k: v for k, v in result.items() if k != "p"}, default=float))
+    return 0
+
+
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--on-invalid",
@@ -436,7 +531,7 @@ def _add_heuristic_options(p: argparse.ArgumentParser) -> None:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spurious",
-        description="Measure prediction shortcuts of QA models (Think Twice: heuristics, prediction bias).",
+        description="Measure prediction shortcuts: QA heuristics and prediction bias (Think Twice); lexical bias of classifiers.",
     )
     parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) on stderr")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -510,6 +605,22 @@ def build_parser() -> argparse.ArgumentParser:
         help="compare with the paper's published values of this run (e.g. BERT-Base, RoBERTa-Large)",
     )
     p.set_defaults(func=cmd_report)
+
+    p = sub.add_parser(
+        "lexical-test",
+        help="exact permutation test for lexical bias of a classifier's predictions (Serrano et al. 2023, §3)",
+    )
+    p.add_argument("train", metavar="TRAIN", help="training data: z-scores pick the features (.parquet or GLUE .tsv)")
+    p.add_argument("test", metavar="TEST", help="the data the predictions are for")
+    p.add_argument("predictions", metavar="PREDICTIONS", help="id + prediction columns (parquet, CSV, TSV, JSONL)")
+    p.add_argument("--top-k", type=int, default=50, help="features per label, highest z first (default 50)")
+    p.add_argument("--counting", choices=("types", "tokens"), default="types", help="z-score counts (default types)")
+    p.add_argument("--stop-words", choices=("nltk", "none"), default="nltk", help="stop words excluded (default nltk)")
+    p.add_argument("--text-columns", default=None, metavar="A[,B]", help="input column(s) of TRAIN/TEST")
+    p.add_argument("--label-column", default=None, help="label column of TRAIN/TEST")
+    p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="label names in index order")
+    p.add_argument("--json", default=None, metavar="OUT.json", help="also write the result and the features")
+    p.set_defaults(func=cmd_lexical_test)
     return parser
 
 

@@ -69,6 +69,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | 
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(_describe(e) for e in errors))
     _check_references(cfg)
     _check_debias(cfg, load_schema(schema_path))
+    _check_tasks(cfg)
     return cfg
 
 
@@ -195,5 +196,41 @@ def _check_references(cfg: dict[str, Any]) -> None:
             problems.append(f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}")
         if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
             problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _check_tasks(cfg: dict[str, Any]) -> None:
+    """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
+    problems = []
+    task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
+    if not cfg["models"] and not cfg.get("lexical"):
+        problems.append("config: nothing to run; declare QA models (models, evaluate) or the lexical track (lexical)")
+    for name, ds in cfg["datasets"].items():
+        derive = ds.get("derive")
+        want = "title" if ds["task"] == "qa" else "random"
+        if derive and derive["by"] != want:
+            problems.append(f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by {want!r}")
+        if ds["task"] == "classification" and ds.get("subsets"):
+            problems.append(f"config key 'datasets.{name}.subsets': subsets are for QA datasets only")
+    qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
+    qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
+    qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
+    for key, ref in qa_refs:
+        if ref and task.get(ref["dataset"]) not in (None, "qa"):
+            problems.append(f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA")
+    lexical = cfg.get("lexical")
+    for name, spec in (lexical or {}).get("datasets", {}).items():
+        if name not in task:
+            problems.append(f"config key 'lexical.datasets.{name}': unknown dataset; declared: {sorted(task)}")
+            continue
+        if task[name] != "classification":
+            problems.append(f"config key 'lexical.datasets.{name}': a {task[name]} dataset; the lexical track needs classification")
+        for key in ("train", "test"):
+            if spec[key] is not None and spec[key] not in available_splits(cfg, name):
+                problems.append(
+                    f"config key 'lexical.datasets.{name}.{key}': dataset {name!r} has no split {spec[key]!r}; "
+                    f"available: {sorted(available_splits(cfg, name))}"
+                )
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))

@@ -1,0 +1,26 @@
+"""Adapter: Err of sampled bigrams under uniform weights and under the unigram-derived q (paper §6, Table 3)."""
+
+from typing import TYPE_CHECKING
+
+from spurious import classification, io, lexical, reweight, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+settings = snakemake.params.bigrams
+train = classification.read_parquet(snakemake.input.train)
+n_labels = len(train.attrs["label_names"])
+labels = train["label"].to_numpy()
+weights = reweight.read_weights(snakemake.input.weights, train["id"])
+matrix, vocabulary = lexical.bigram_matrix(train["text_a"], train["text_b"])
+sample = lexical.sample_bigrams(matrix, vocabulary, labels, n_labels, n=settings["n"], seed=settings["seed"])
+sampled, _ = lexical.bigram_matrix(train["text_a"], train["text_b"], vocabulary=sample)
+err_uniform = reweight.err(sampled, labels, n_labels)
+err_q = reweight.err(sampled, labels, n_labels, weights=weights)
+log.info("%d distinct bigrams; sampled %d present in every label (seed %d): Err(uniform) %.4f, Err(q) %.4f", len(vocabulary), len(sample), settings["seed"], err_uniform, err_q)
+io.write_json(
+    {"dataset": snakemake.wildcards.dataset, "n_bigrams": len(sample), "err_uniform": err_uniform, "err_q": err_q,
+     "seed": settings["seed"], "bigrams": sample},
+    snakemake.output[0],
+)

@@ -1,0 +1,28 @@
+"""Adapter: a classifier's predictions on the test split, and its accuracy."""
+
+from typing import TYPE_CHECKING
+
+from spurious import classification, classifier, io, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+w = snakemake.wildcards
+s = snakemake.params.settings
+test = classification.read_parquet(snakemake.input.test)
+predictions = classifier.predict_classifier(
+    snakemake.input.model,
+    test,
+    batch_size=s["eval_batch_size"],
+    max_length=s["max_length"],
+    device=s["device"],
+    bf16=s["bf16"],
+    log=log.info,
+)
+io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})
+io.write_json(
+    {"dataset": w.dataset, "model": w.model, "weighting": w.weighting, "seed": int(w.seed),
+     "n": len(predictions), "accuracy": float(predictions["correct"].mean())},
+    snakemake.output.metrics,
+)
