@@ -459,3 +459,19 @@ def test_sample_bigrams_is_deterministic_and_independent_of_vocabulary_order():
     candidates = sorted(f"s{i} t{i}" for i in range(40))
     picked = np.random.default_rng(3).choice(40, size=10, replace=False)
     assert first == sorted(candidates[i] for i in picked)
+
+
+def test_correct_predictions_accepts_ids_or_names_and_names_what_is_wrong():
+    import pandas as pd
+
+    from spurious.lexical import correct_predictions
+
+    preds = pd.DataFrame({"id": ["b", "a", "c"], "prediction": ["neutral", 0, "2"]})
+    got = correct_predictions(preds, ["a", "b", "c"], np.array([0, 1, 1]), ["entailment", "neutral", "contradiction"])
+    assert got.tolist() == [True, True, False]  # a: 0 = 0; b: neutral = 1; c: 2 != 1
+    with pytest.raises(ValueError, match=r"p\.csv: 1 of 2 ids have no prediction \(first: \['z'\]\)"):
+        correct_predictions(preds, ["a", "z"], np.array([0, 0]), ["x", "y", "w"], source="p.csv")
+    with pytest.raises(ValueError, match="record b predicts 'neutral', neither a label id nor one of"):
+        correct_predictions(preds, ["b"], np.array([0]), ["x", "y"])
+    with pytest.raises(ValueError, match="needs id and prediction"):
+        correct_predictions(preds.rename(columns={"prediction": "pred"}), ["a"], np.array([0]), ["x", "y"])

@@ -272,7 +272,7 @@ def test_read_weights_aligns_to_the_training_ids_and_names_missing_ones(tmp_path
     path = tmp_path / "weights.parquet"
     io.write_parquet(pd.DataFrame({"id": ["a", "b", "c"], "q": [0.5, 0.2, 0.3]}), path)
     np.testing.assert_allclose(read_weights(path, ["c", "a", "b"]), [0.3, 0.5, 0.2])
-    with pytest.raises(ValueError, match=r"1 of 2 training ids have no weight \(first: \['z'\]\)"):
+    with pytest.raises(ValueError, match=r"1 of 2 ids have no weight \(first: \['z'\]\)"):
         read_weights(path, ["a", "z"])
     with pytest.raises(ValueError, match="probability vector"):
         read_weights(path, ["a", "b"])  # a subset of the split does not sum to 1

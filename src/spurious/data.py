@@ -20,7 +20,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spurious.io import atomic_path
+from spurious.io import align_to_ids, atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -357,11 +357,11 @@ def read_heuristic_values(path: str | os.PathLike, heuristic: str, ids: Sequence
             f"{path}: no column {heuristic!r} (has {table.column_names[1:]}); add it to heuristics.names"
         )
     series = pd.Series(table.column(heuristic).to_numpy(), index=table.column("id").to_pylist())
-    ids = pd.Index([str(i) for i in ids])
-    missing = ids.difference(series.index)
-    if len(missing):
-        raise DataValidationError(
-            f"{path}: {len(missing)} of {len(ids)} ids have no {heuristic} value (first: {list(missing[:5])}); "
-            "the predictions and the heuristics must come from the same split"
+    try:
+        values = align_to_ids(
+            series, ids, source=str(path), what=f"{heuristic} value",
+            fix="the predictions and the heuristics must come from the same split",
         )
-    return series.reindex(ids).to_numpy(dtype=float)
+    except ValueError as exc:
+        raise DataValidationError(str(exc)) from None
+    return values.astype(float)

@@ -10,6 +10,7 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
@@ -95,3 +96,13 @@ def file_sha256(path: str | os.PathLike, chunk_size: int = 1 << 22) -> str:
         while block := fh.read(chunk_size):
             digest.update(block)
     return digest.hexdigest()
+
+
+def align_to_ids(values: pd.Series, ids: Any, *, source: str, what: str, fix: str) -> np.ndarray:
+    """``values`` (indexed by id) in the order of ``ids``; fails naming ``source`` and the first missing ids, with
+    ``fix`` telling the user what to do (e.g. "the predictions and the heuristics must come from the same split")."""
+    wanted = pd.Index([str(i) for i in ids])
+    missing = wanted.difference(values.index)
+    if len(missing):
+        raise ValueError(f"{source}: {len(missing)} of {len(wanted)} ids have no {what} (first: {list(missing[:5])}); {fix}")
+    return values.reindex(wanted).to_numpy()

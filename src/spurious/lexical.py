@@ -43,6 +43,8 @@ import pandas as pd
 import scipy.sparse as sp
 from scipy.special import gammaln, logsumexp
 
+from spurious.io import align_to_ids
+
 __all__ = [
     "DELETED_CHARACTERS",
     "COUNTING_MODES",
@@ -647,14 +649,10 @@ def correct_predictions(
     by_id = pd.Series(predictions["prediction"].to_numpy(), index=predictions["id"].astype(str))
     if by_id.index.duplicated().any():
         raise ValueError(f"{source}: duplicate ids, first {by_id.index[by_id.index.duplicated()][:3].tolist()}")
-    wanted = pd.Index([str(i) for i in ids])
-    absent = wanted.difference(by_id.index)
-    if len(absent):
-        raise ValueError(
-            f"{source}: {len(absent)} of {len(wanted)} evaluated instances have no prediction (first: "
-            f"{absent[:5].tolist()}); predict the whole evaluated split"
-        )
-    raw = by_id.reindex(wanted)
+    raw = pd.Series(
+        align_to_ids(by_id, ids, source=source, what="prediction", fix="predict the whole evaluated split"),
+        index=[str(i) for i in ids],
+    )
     names = [str(n) for n in label_names]
     index = {n: i for i, n in enumerate(names)}
     predicted = np.empty(len(raw), dtype=np.int64)

@@ -42,6 +42,8 @@ import pandas as pd
 import scipy.sparse as sp
 import torch
 
+from spurious.io import align_to_ids
+
 OPTIMIZERS = ("lbfgs", "adam")
 """Optimizers accepted by :func:`solve_weights`; the first is the default (see :func:`solve_weights` for why)."""
 
@@ -495,14 +497,9 @@ def read_weights(path: str | os.PathLike, ids: Sequence[str] | pd.Series) -> np.
 
     table = pq.read_table(path, columns=["id", "q"])
     by_id = pd.Series(table.column("q").to_numpy(), index=table.column("id").to_pylist())
-    wanted = pd.Index([str(i) for i in ids])
-    missing = wanted.difference(by_id.index)
-    if len(missing):
-        raise ValueError(
-            f"{path}: {len(missing)} of {len(wanted)} training ids have no weight (first: {list(missing[:5])}); the "
-            "weights must come from the same training split"
-        )
-    q = by_id.reindex(wanted).to_numpy(dtype=np.float64)
+    q = align_to_ids(
+        by_id, ids, source=str(path), what="weight", fix="the weights must come from the same training split"
+    ).astype(np.float64)
     if not np.isclose(q.sum(), 1.0, atol=1e-6) or (q < 0).any():
         raise ValueError(f"{path}: q must be a probability vector over the training split (sum {q.sum():.6g})")
     return q
