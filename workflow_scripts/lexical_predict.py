@@ -2,12 +2,15 @@
 
 from typing import TYPE_CHECKING
 
+import torch
+
 from spurious import classification, classifier, io, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
+torch.set_num_threads(snakemake.threads)
 w = snakemake.wildcards
 s = snakemake.params.settings
 test = classification.read_parquet(snakemake.input.test)
