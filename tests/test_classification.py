@@ -193,3 +193,20 @@ def test_scratch_init_starts_from_random_weights(tmp_path, tiny_qnli):
     w_scratch = dict(scratch.base_model.named_parameters())[name]
     assert w_pre.shape == w_scratch.shape and not torch.allclose(w_pre, w_scratch)
     assert scratch.config.id2label == {0: "a", 1: "b"}
+
+
+@pytest.mark.parametrize(
+    ("columns", "pair"),
+    [
+        ({"premise": ["p"], "hypothesis": ["h"]}, ("p", "h")),  # snli, glue/mnli as the hub gives them
+        ({"question1": ["p"], "question2": ["h"], "idx": [7]}, ("p", "h")),  # glue/qqp
+        ({"question": ["p"], "sentence": ["h"], "idx": [7]}, ("p", "h")),  # glue/qnli
+        ({"sentence": ["p"], "idx": [7]}, ("p", None)),  # glue/sst2
+    ],
+)
+def test_hub_layouts_are_recognised(columns, pair):
+    df = classification.normalize(pd.DataFrame({**columns, "label": [-1]}), source="hub", label_names=["a", "b"])
+    assert (df.loc[0, "text_a"], df.loc[0, "text_b"]) == pair
+    assert df.loc[0, "label"] == -1 and df.loc[0, "id"] == ("7" if "idx" in columns else "0")
+    kept, summary = classification.validate_records(df, source="hub")
+    assert kept.empty and summary["n_unlabeled"] == 1  # SNLI's unlabeled rows: dropped and counted
