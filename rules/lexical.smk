@@ -75,6 +75,8 @@ rule lexical_balance:
         "results/lexical/{dataset}/balance.csv",
     log:
         "results/logs/lexical/balance_{dataset}.log",
+    benchmark:
+        "results/benchmarks/lexical/balance_{dataset}.tsv"
     conda:
         "../envs/spurious.yaml"
     script:
