@@ -1,0 +1,241 @@
+"""AFLite (Le Bras et al., ICML 2020): adversarial filtering of dataset biases by predictability scores.
+
+Algorithm 1 of the paper (reference-notes §E), on pre-computed representations Φ(X):
+
+* **Predictability scores.** ``m`` random partitions of the current set S, each into a training part of size ``t``
+  and the held-out rest; a linear classifier per partition is fitted on the training part and predicts the held-out
+  part only. p̃(i) = (correct out-of-sample predictions of i) / (out-of-sample predictions of i); an instance never
+  held out has no score (NaN), never a 0 (a pitfall of third-party scripts that average in-train rounds as 0).
+* **Filtering.** Remove up to ``k`` instances with the highest p̃ among those with p̃ ≥ τ (``greedy``), or draw them
+  with probability proportional to p̃ (``sample``: the slice sampling of App. A.1 (C), Gumbel top-k over log p̃,
+  seeded); stop when fewer than ``k`` pass τ or when |S| ≤ n.
+
+The ``m`` classifiers of one iteration are fitted together: a batched multinomial logistic regression in torch
+(GPU when present), whose objective is scikit-learn's ``LogisticRegression`` (L2 penalty ½‖W‖² on the weights, not
+the intercept, plus ``C`` × the summed cross-entropy), minimised by L-BFGS. The classifiers are independent, so
+minimising the sum of their objectives fits each one.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import torch
+
+log = logging.getLogger(__name__)
+SELECTIONS = ("greedy", "sample")
+
+
+def _device(device: str) -> torch.device:
+    if device == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    dev = torch.device(device)
+    if dev.type == "cuda" and not torch.cuda.is_available():
+        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
+    return dev
+
+
+def fit_logistic_batched(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    train_masks: torch.Tensor,
+    n_classes: int,
+    *,
+    C: float = 1.0,  # noqa: N803 - scikit-learn's name for the inverse regularisation strength
+    max_iter: int = 100,
+    tol: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fit one multinomial logistic regression per row of ``train_masks`` ([m, n] bool) on ``features`` [n, d].
+
+    Objective per classifier: ``½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` (scikit-learn's).
+    Returns (W [m, d, C], b [m, C]) in the features' dtype."""
+    m, n = train_masks.shape
+    if features.shape[0] != n or labels.shape[0] != n:
+        raise ValueError(f"features ({features.shape[0]}), labels ({labels.shape[0]}) and masks ({n}) differ in rows")
+    d = features.shape[1]
+    weight = torch.zeros(m, d, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
+    bias = torch.zeros(m, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
+    mask = train_masks.to(features.dtype)
+    one_hot = torch.nn.functional.one_hot(labels, n_classes).to(features.dtype)
+    # scaled by the training size so that L-BFGS sees an O(1) objective whatever t is
+    scale = 1.0 / float(mask.sum(dim=1).max())
+
+    def objective() -> torch.Tensor:
+        logits = torch.einsum("nd,mdc->mnc", features, weight) + bias[:, None, :]
+        ce = -(one_hot[None] * torch.log_softmax(logits, dim=-1)).sum(-1)  # [m, n]
+        return scale * (0.5 * (weight**2).sum() + C * (ce * mask).sum())
+
+    optimizer = torch.optim.LBFGS(
+        [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol * 1e-3,
+        history_size=20, line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = objective()
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    return weight.detach(), bias.detach()
+
+
+@dataclass
+class Scores:
+    """One filtering phase: p̃ per instance of S (NaN where never held out), how many out-of-sample predictions each
+    got, and the mean held-out accuracy of the m classifiers."""
+
+    predictability: np.ndarray
+    n_predictions: np.ndarray
+    mean_heldout_accuracy: float
+
+
+def predictability_scores(
+    features: np.ndarray | torch.Tensor,
+    labels: np.ndarray,
+    *,
+    m: int,
+    t: int,
+    seed: int,
+    C: float = 1.0,  # noqa: N803
+    max_iter: int = 100,
+    device: str = "auto",
+    n_classes: int | None = None,
+) -> Scores:
+    """Algorithm 1's filtering phase: m random partitions with training parts of size t, out-of-sample predictions
+    only. The partitions are drawn from ``numpy.random.default_rng(seed)``."""
+    y = np.asarray(labels, dtype=np.int64)
+    n = len(y)
+    if not 0 < t < n:
+        raise ValueError(f"the training part t ({t}) must lie between 0 and |S| ({n}) exclusive")
+    if m < 1:
+        raise ValueError(f"m must be at least 1, got {m}")
+    classes = int(n_classes if n_classes is not None else y.max() + 1)
+    dev = _device(device)
+    x = torch.as_tensor(np.asarray(features), dtype=torch.float32, device=dev)
+    if x.ndim != 2 or x.shape[0] != n:
+        raise ValueError(f"features must be a 2-d array with one row per label ({n}), got shape {tuple(x.shape)}")
+    rng = np.random.default_rng(seed)
+    masks = np.zeros((m, n), dtype=bool)
+    for j in range(m):
+        masks[j, rng.choice(n, size=t, replace=False)] = True
+    train = torch.as_tensor(masks, device=dev)
+    y_t = torch.as_tensor(y, device=dev)
+    weight, bias = fit_logistic_batched(x, y_t, train, classes, C=C, max_iter=max_iter)
+    with torch.no_grad():
+        predicted = (torch.einsum("nd,mdc->mnc", x, weight) + bias[:, None, :]).argmax(-1).cpu().numpy()  # [m, n]
+    heldout = ~masks
+    correct = (predicted == y[None, :]) & heldout
+    n_predictions = heldout.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n_predictions > 0, correct.sum(axis=0) / np.maximum(n_predictions, 1), np.nan)
+    accuracy = float(correct.sum() / heldout.sum())
+    return Scores(p, n_predictions, accuracy)
+
+
+def select_greedy(scores: np.ndarray, *, k: int, tau: float) -> np.ndarray:
+    """Up to ``k`` positions with the highest p̃ among those with p̃ ≥ τ (NaN never qualifies); ties by position."""
+    eligible = np.flatnonzero(np.nan_to_num(scores, nan=-1.0) >= tau)
+    order = eligible[np.lexsort((eligible, -scores[eligible]))]
+    return np.sort(order[:k])
+
+
+def select_sample(scores: np.ndarray, *, k: int, tau: float, rng: np.random.Generator) -> np.ndarray:
+    """Slice sampling (App. A.1 (C)): up to ``k`` of the positions with p̃ ≥ τ, drawn without replacement with
+    probability proportional to p̃ (Gumbel top-k over log p̃)."""
+    eligible = np.flatnonzero(np.nan_to_num(scores, nan=-1.0) >= tau)
+    if len(eligible) <= k:
+        return eligible
+    with np.errstate(divide="ignore"):
+        keys = np.log(scores[eligible]) + rng.gumbel(size=len(eligible))
+    return np.sort(eligible[np.argsort(-keys, kind="stable")[:k]])
+
+
+@dataclass
+class AFLiteResult:
+    kept: np.ndarray  # positions (into the input) of the instances kept, ascending
+    iterations: list[dict[str, Any]] = field(default_factory=list)  # size, removed, mean held-out accuracy, seconds
+    scores: list[np.ndarray] = field(default_factory=list)  # p̃ over the input per iteration (NaN outside S)
+    stopped: str = ""
+
+
+def aflite(
+    features: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    m: int,
+    t: int,
+    k: int,
+    tau: float,
+    seed: int = 0,
+    selection: str = "greedy",
+    C: float = 1.0,  # noqa: N803
+    max_iter: int = 100,
+    device: str = "auto",
+    log_fn: Callable[[str], None] | None = None,
+) -> AFLiteResult:
+    """Algorithm 1: filter until |S| ≤ n or fewer than k instances reach τ. Iteration ``i`` draws its partitions
+    with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is reproducible."""
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if k < 1 or not 0.0 <= tau <= 1.0:
+        raise ValueError(f"k must be positive and tau in [0, 1], got k={k}, tau={tau}")
+    if not 0 < t < n:
+        raise ValueError(f"Algorithm 1 needs 0 < t < n (the training part must fit in every S); got t={t}, n={n}")
+    emit = log_fn or log.info
+    y = np.asarray(labels, dtype=np.int64)
+    n_classes = int(y.max() + 1)
+    x = np.asarray(features, dtype=np.float32)
+    current = np.arange(len(y))
+    result = AFLiteResult(kept=current)
+    iteration = 0
+    while len(current) > n:
+        t0 = time.perf_counter()
+        scores = predictability_scores(
+            x[current], y[current], m=m, t=t, seed=seed * 1_000_003 + iteration, C=C, max_iter=max_iter,
+            device=device, n_classes=n_classes,
+        )
+        if selection == "greedy":
+            picked = select_greedy(scores.predictability, k=k, tau=tau)
+        else:
+            picked = select_sample(
+                scores.predictability, k=k, tau=tau, rng=np.random.default_rng([seed, iteration, 1])
+            )
+        full = np.full(len(y), np.nan)
+        full[current] = scores.predictability
+        result.scores.append(full)
+        removed = current[picked]
+        current = np.setdiff1d(current, removed)
+        result.iterations.append(
+            {
+                "iteration": iteration,
+                "size_before": int(len(current) + len(removed)),
+                "removed": int(len(removed)),
+                "size_after": int(len(current)),
+                "mean_heldout_accuracy": scores.mean_heldout_accuracy,
+                "n_above_tau": int(np.sum(np.nan_to_num(scores.predictability, nan=-1.0) >= tau)),
+                "seconds": time.perf_counter() - t0,
+                "removed_positions": removed.tolist(),
+            }
+        )
+        emit(
+            f"AFLite iteration {iteration}: |S| {len(current) + len(removed)} -> {len(current)}, removed "
+            f"{len(removed)} (p >= {tau}: {result.iterations[-1]['n_above_tau']}), mean held-out accuracy "
+            f"{scores.mean_heldout_accuracy:.4f}, {result.iterations[-1]['seconds']:.1f}s"
+        )
+        iteration += 1
+        if len(removed) < k:
+            result.stopped = f"fewer than k={k} instances reach tau={tau}"
+            break
+    else:
+        result.stopped = f"|S| = {len(current)} <= n = {n}"
+    result.kept = current
+    emit(f"AFLite stopped: {result.stopped}; kept {len(current)} of {len(y)}")
+    return result
+
