@@ -20,11 +20,11 @@ def _blobs(n=120, d=5, seed=0):
 
 def test_batched_logistic_regression_is_scikit_learns():
     x, y = _blobs()
+    rows = np.stack([np.arange(0, 80), np.arange(40, 120)])
     masks = np.zeros((2, len(y)), dtype=bool)
-    masks[0, :80] = True
-    masks[1, 40:] = True
+    np.put_along_axis(masks, rows, True, axis=1)
     w, b = aflite.fit_logistic_batched(
-        torch.tensor(x), torch.tensor(y), torch.tensor(masks), 3, C=0.5, max_iter=500, tol=1e-10
+        torch.tensor(x), torch.tensor(y), torch.tensor(rows), 3, C=0.5, max_iter=500, tol=1e-10
     )
     for j in range(2):
         ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=5000).fit(x[masks[j]], y[masks[j]])

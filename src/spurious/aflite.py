@@ -43,32 +43,32 @@ def _device(device: str) -> torch.device:
 def fit_logistic_batched(
     features: torch.Tensor,
     labels: torch.Tensor,
-    train_masks: torch.Tensor,
+    train_rows: torch.Tensor,
     n_classes: int,
     *,
     C: float = 1.0,  # noqa: N803 - scikit-learn's name for the inverse regularisation strength
     max_iter: int = 100,
     tol: float = 1e-6,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fit one multinomial logistic regression per row of ``train_masks`` ([m, n] bool) on ``features`` [n, d].
+    """Fit one multinomial logistic regression per row of ``train_rows`` ([m, t] indices into ``features`` [n, d]).
 
     Objective per classifier: ``½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` (scikit-learn's).
+    The training rows are gathered once ([m, t, d]), so an evaluation costs m·t·d, not m·n·d.
     Returns (W [m, d, C], b [m, C]) in the features' dtype."""
-    m, n = train_masks.shape
-    if features.shape[0] != n or labels.shape[0] != n:
-        raise ValueError(f"features ({features.shape[0]}), labels ({labels.shape[0]}) and masks ({n}) differ in rows")
+    if features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features ({features.shape[0]}) and labels ({labels.shape[0]}) differ in rows")
+    m, t = train_rows.shape
     d = features.shape[1]
+    x = features[train_rows]  # [m, t, d]
+    one_hot = torch.nn.functional.one_hot(labels[train_rows], n_classes).to(features.dtype)  # [m, t, C]
     weight = torch.zeros(m, d, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
     bias = torch.zeros(m, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
-    mask = train_masks.to(features.dtype)
-    one_hot = torch.nn.functional.one_hot(labels, n_classes).to(features.dtype)
-    # scaled by the training size so that L-BFGS sees an O(1) objective whatever t is
-    scale = 1.0 / float(mask.sum(dim=1).max())
+    scale = 1.0 / t  # an O(1) objective for L-BFGS whatever t is
 
     def objective() -> torch.Tensor:
-        logits = torch.einsum("nd,mdc->mnc", features, weight) + bias[:, None, :]
-        ce = -(one_hot[None] * torch.log_softmax(logits, dim=-1)).sum(-1)  # [m, n]
-        return scale * (0.5 * (weight**2).sum() + C * (ce * mask).sum())
+        logits = torch.bmm(x, weight) + bias[:, None, :]
+        ce = -(one_hot * torch.log_softmax(logits, dim=-1)).sum()
+        return scale * (0.5 * (weight**2).sum() + C * ce)
 
     optimizer = torch.optim.LBFGS(
         [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol * 1e-3,
@@ -121,12 +121,11 @@ def predictability_scores(
     if x.ndim != 2 or x.shape[0] != n:
         raise ValueError(f"features must be a 2-d array with one row per label ({n}), got shape {tuple(x.shape)}")
     rng = np.random.default_rng(seed)
+    rows = np.stack([rng.choice(n, size=t, replace=False) for _ in range(m)])
     masks = np.zeros((m, n), dtype=bool)
-    for j in range(m):
-        masks[j, rng.choice(n, size=t, replace=False)] = True
-    train = torch.as_tensor(masks, device=dev)
+    np.put_along_axis(masks, rows, True, axis=1)
     y_t = torch.as_tensor(y, device=dev)
-    weight, bias = fit_logistic_batched(x, y_t, train, classes, C=C, max_iter=max_iter)
+    weight, bias = fit_logistic_batched(x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter)
     with torch.no_grad():
         predicted = (torch.einsum("nd,mdc->mnc", x, weight) + bias[:, None, :]).argmax(-1).cpu().numpy()  # [m, n]
     heldout = ~masks
