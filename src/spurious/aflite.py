@@ -104,11 +104,13 @@ def predictability_scores(
     seed: int,
     C: float = 1.0,  # noqa: N803
     max_iter: int = 100,
+    tol: float = 1e-4,
     device: str = "auto",
     n_classes: int | None = None,
 ) -> Scores:
     """Algorithm 1's filtering phase: m random partitions with training parts of size t, out-of-sample predictions
-    only. The partitions are drawn from ``numpy.random.default_rng(seed)``."""
+    only. The partitions are drawn from ``numpy.random.default_rng(seed)``; ``tol`` is the gradient tolerance
+    (scikit-learn's default 1e-4 on the same, per-training-example objective)."""
     y = np.asarray(labels, dtype=np.int64)
     n = len(y)
     if not 0 < t < n:
@@ -125,7 +127,9 @@ def predictability_scores(
     masks = np.zeros((m, n), dtype=bool)
     np.put_along_axis(masks, rows, True, axis=1)
     y_t = torch.as_tensor(y, device=dev)
-    weight, bias = fit_logistic_batched(x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter)
+    weight, bias = fit_logistic_batched(
+        x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter, tol=tol
+    )
     with torch.no_grad():
         predicted = (torch.einsum("nd,mdc->mnc", x, weight) + bias[:, None, :]).argmax(-1).cpu().numpy()  # [m, n]
     heldout = ~masks
