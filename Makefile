@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-debias demo-lexical report report-debias report-lexical test lint unit bench clean
+.PHONY: install install-dev demo demo-debias demo-lexical demo-aflite report report-debias report-lexical report-aflite test lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -66,6 +66,16 @@ report-lexical: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-lexical.yaml \
 		--report results/report-lexical.html
 	@echo "Report: results/report-lexical.html; tables and figures: results/report/lexical/"
+
+# AFLite on CPU (configs/demo-aflite.yaml): the synthetic experiment, Table 7 and Fig. 2 (< 30 min).
+demo-aflite: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-aflite.yaml
+	$(MAKE) report-aflite
+
+report-aflite: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-aflite.yaml \
+		--report results/report-aflite.html
+	@echo "Report: results/report-aflite.html; tables and figures: results/report/aflite/"
 
 report: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --report results/report.html

@@ -46,6 +46,7 @@ include: "rules/predict.smk"
 include: "rules/bias.smk"
 include: "rules/debias.smk"
 include: "rules/lexical.smk"
+include: "rules/aflite.smk"
 include: "rules/report.smk"
 
 

@@ -148,6 +148,8 @@ def all_targets():
     targets = report_files() + segment_files() if config["models"] else []
     if LEXICAL:
         targets += lexical_report_files()
+    if AFLITE:
+        targets += aflite_report_files()
     if DEBIAS:
         targets += debias_report_files()
     targets += fixed_bias_results(evaluated_runs())
@@ -397,3 +399,24 @@ def lexical_report_files():
     return expand(
         "results/report/lexical/{name}.{ext}", name=names, ext=["csv", "md"]
     ) + expand("results/report/lexical/figure2.{ext}", ext=["png", "svg"])
+
+
+# AFLite (rules/aflite.smk)
+
+AFLITE = config.get("aflite")
+
+
+def aflite_synthetic_files():
+    syn = AFLITE["synthetic"]
+    return [
+        f"results/aflite/synthetic/sep{separation}/seed{seed}.json"
+        for separation in syn["separations"]
+        for seed in syn["seeds"]
+    ]
+
+
+def aflite_report_files():
+    return expand(
+        "results/report/aflite/{name}",
+        name=["table7.csv", "table7.md", "figure2.png", "figure2.svg"],
+    )

@@ -172,3 +172,43 @@ def table7(runs: Sequence[dict[str, Any]]):
                 }
             )
     return pd.DataFrame(rows)
+
+
+def figure2(runs: Sequence[dict[str, Any]], png_path: str, svg_path: str) -> None:
+    """Fig. 2: per separation (columns), the first seed's data before (top) and after AFLite (bottom), the two
+    circle coordinates coloured by label; captions give both models' dev accuracy."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from spurious.io import atomic_path
+
+    first: dict[float, dict[str, Any]] = {}
+    for r in sorted(runs, key=lambda r: r["seed"]):
+        first.setdefault(r["separation"], r)
+    columns = sorted(first, reverse=True)
+    with matplotlib.rc_context({"svg.hashsalt": "aflite-figure2", "svg.fonttype": "path", "font.size": 7}):
+        fig = Figure(figsize=(2.6 * len(columns), 5.2))
+        FigureCanvasAgg(fig)
+        for c, separation in enumerate(columns):
+            run = first[separation]
+            settings = SyntheticSettings(**{**run["settings"], "flip_at": tuple(run["settings"]["flip_at"])})
+            data = make_dataset(separation, run["seed"], settings)
+            kept = np.asarray(run["kept"], dtype=int)
+            for row, (idx, acc, title) in enumerate(
+                ((np.arange(len(data.labels)), run["before"], "D"), (kept, run["after"], "D(AFLite)"))
+            ):
+                ax = fig.add_subplot(2, len(columns), row * len(columns) + c + 1)
+                colors = np.where(data.labels[idx] == 1, "tab:orange", "tab:blue")
+                ax.scatter(data.features[idx, 0], data.features[idx, 1], s=2, c=colors, alpha=0.6, linewidths=0)
+                ax.set_title(
+                    f"sep {separation}, {title} (n={len(idx)})\nSVM {acc['SVM-RBF']:.1f}, LR {acc['Logistic Reg.']:.1f}"
+                )
+                ax.set_aspect("equal")
+                ax.set_xticks([])
+                ax.set_yticks([])
+        fig.tight_layout()
+        with atomic_path(png_path) as tmp:
+            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
+        with atomic_path(svg_path) as tmp:
+            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})

@@ -204,8 +204,10 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
     """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
     problems = []
     task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
-    if not cfg["models"] and not cfg.get("lexical"):
-        problems.append("config: nothing to run; declare QA models (models, evaluate) or the lexical track (lexical)")
+    if not cfg["models"] and not cfg.get("lexical") and not cfg.get("aflite"):
+        problems.append(
+            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical) or aflite"
+        )
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
         want = "title" if ds["task"] == "qa" else "random"
