@@ -27,17 +27,10 @@ from typing import Any
 import numpy as np
 import torch
 
+from spurious.training import pick_device
+
 log = logging.getLogger(__name__)
 SELECTIONS = ("greedy", "sample")
-
-
-def _device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    dev = torch.device(device)
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise RuntimeError("device 'cuda' was requested but torch sees no CUDA device; use device: auto or cpu")
-    return dev
 
 
 def fit_logistic_batched(
@@ -118,7 +111,7 @@ def predictability_scores(
     if m < 1:
         raise ValueError(f"m must be at least 1, got {m}")
     classes = int(n_classes if n_classes is not None else y.max() + 1)
-    dev = _device(device)
+    dev = pick_device(device)
     x = torch.as_tensor(np.asarray(features), dtype=torch.float32, device=dev)
     if x.ndim != 2 or x.shape[0] != n:
         raise ValueError(f"features must be a 2-d array with one row per label ({n}), got shape {tuple(x.shape)}")
