@@ -36,14 +36,15 @@ from spurious.training import (
     TrainingPreempted,
     autocast,
     epoch_order,
+    fill_settings,
     format_eta,
     latest_checkpoint,
     param_groups,
     pick_device,
+    restore_checkpoint,
     save_checkpoint,
     save_model_dir,
     seed_everything,
-    set_rng_states,
     use_bf16,
 )
 
@@ -77,11 +78,7 @@ PREDICTION_COLUMNS = ("id", "label", "prediction", "correct", "probabilities")
 
 def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default)."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(DEFAULT_SETTINGS))
-    if unknown:
-        raise ValueError(f"unknown classification settings {unknown}; known: {sorted(DEFAULT_SETTINGS)}")
-    return {**DEFAULT_SETTINGS, **{k: v for k, v in settings.items() if v is not None or k in _NULLABLE}}
+    return fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
 
 
 @dataclass
@@ -255,11 +252,7 @@ def train_classifier(
                 f"checkpoint {ckpt} belongs to a different run (other data, weights, model or settings); delete "
                 f"{checkpoint_dir} to start afresh"
             )
-        load = lambda name: torch.load(ckpt / name, map_location="cpu", weights_only=True)  # noqa: E731
-        model.load_state_dict(load("model.pt"))
-        optimizer.load_state_dict(load("optimizer.pt"))
-        scheduler.load_state_dict(load("scheduler.pt"))
-        set_rng_states(load("rng.pt"))
+        restore_checkpoint(ckpt, model, optimizer, scheduler)
         state, resumed_from = saved, saved.step
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
 

@@ -52,10 +52,12 @@ from spurious.training import (
     autocast,
     cpu_copy,
     epoch_order,
+    fill_settings,
     format_eta,
     latest_checkpoint,
     param_groups,
     pick_device,
+    restore_checkpoint,
     rng_states,
     save_checkpoint,
     save_model_dir,
@@ -107,11 +109,7 @@ EVAL_SUBSET_SEED = 0
 
 def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default)."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(DEFAULT_SETTINGS))
-    if unknown:
-        raise ValueError(f"unknown QA settings {unknown}; known: {sorted(DEFAULT_SETTINGS)}")
-    resolved = {**DEFAULT_SETTINGS, **{k: v for k, v in settings.items() if v is not None or k in _NULLABLE}}
+    resolved = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "QA")
     if resolved["stride"] >= resolved["max_length"]:
         raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
     return resolved
@@ -1016,17 +1014,13 @@ def train_qa(
                 f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
                 f"delete {checkpoint_dir} to start afresh"
             )
-        load = lambda name: torch.load(ckpt / name, map_location="cpu", weights_only=True)  # noqa: E731
-        model.load_state_dict(load("model.pt"))
+        load = restore_checkpoint(ckpt, model, optimizer, scheduler)
         if objective is not None:
             objective.load_state_dict(load(OBJECTIVE_STATE_FILE))
-        optimizer.load_state_dict(load("optimizer.pt"))
-        scheduler.load_state_dict(load("scheduler.pt"))
         if s["keep_best"] and saved.best_step is not None:
             best_weights = (
                 load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
             )
-        set_rng_states(load("rng.pt"))
         state = saved
         resumed_from = state.step
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")

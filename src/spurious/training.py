@@ -250,3 +250,29 @@ def save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mappin
 
 def cpu_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
+
+
+def fill_settings(
+    settings: Mapping[str, Any] | None, defaults: Mapping[str, Any], nullable: frozenset[str], what: str
+) -> dict[str, Any]:
+    """``defaults`` updated by ``settings``; unknown keys are rejected (a typo would otherwise silently fall back to a
+    default) and None means "the default" except for the ``nullable`` keys, where it is a value."""
+    settings = dict(settings or {})
+    unknown = sorted(set(settings) - set(defaults))
+    if unknown:
+        raise ValueError(f"unknown {what} settings {unknown}; known: {sorted(defaults)}")
+    return {**defaults, **{k: v for k, v in settings.items() if v is not None or k in nullable}}
+
+
+def restore_checkpoint(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Any:
+    """Load model, optimizer, scheduler and RNG states from a checkpoint written by ``save_checkpoint``; returns the
+    loader of its files for the extras a loop keeps (objective state, best weights)."""
+
+    def load(name: str) -> Any:
+        return torch.load(checkpoint / name, map_location="cpu", weights_only=True)
+
+    model.load_state_dict(load("model.pt"))
+    optimizer.load_state_dict(load("optimizer.pt"))
+    scheduler.load_state_dict(load("scheduler.pt"))
+    set_rng_states(load("rng.pt"))
+    return load
