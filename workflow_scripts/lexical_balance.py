@@ -19,10 +19,10 @@ top = pd.read_csv(snakemake.input.top, keep_default_na=False).drop_duplicates("f
 features = top["feature"].tolist()
 if hasattr(snakemake.input, "test"):
     test = classification.read_parquet(snakemake.input.test)
-    _, present = lexical.feature_matrix(test["text_a"], test["text_b"], counting="types")
-    in_test = set(present)
-    log.info("%d of %d selected features occur in the test split", sum(f in in_test for f in features), len(features))
-    features = [f for f in features if f in in_test]
+    counts, _ = lexical.feature_matrix(test["text_a"], test["text_b"], counting="types", vocabulary=features)
+    occurs = counts.sum(axis=0).A1 > 0
+    log.info("%d of %d selected features occur in the test split", int(occurs.sum()), len(features))
+    features = [f for f, keep in zip(features, occurs, strict=True) if keep]
 matrix, _ = lexical.feature_matrix(train["text_a"], train["text_b"], counting="types", vocabulary=features)
 out = top.set_index("feature").loc[features, ["label", "z"]].reset_index()
 out["balance_uniform"] = reweight.label_balance(matrix, labels, n_labels)
