@@ -110,3 +110,34 @@ def test_bad_arguments_are_named():
         aflite.aflite(x, y, n=110, m=4, t=100, k=5, tau=0.75, selection="best")
     with pytest.raises(ValueError, match="0 < t < n"):
         aflite.aflite(x, y, n=100, m=4, t=100, k=5, tau=0.75)
+
+
+def test_an_interrupted_run_resumes_per_iteration_to_the_uninterrupted_result(tmp_path):
+    x, y = _known_bias()
+    kwargs = dict(n=150, m=16, t=100, k=30, tau=0.75, seed=5, device="cpu")
+    whole = aflite.aflite(x, y, log_fn=lambda _: None, **kwargs)
+    assert len(whole.iterations) >= 3
+
+    class Preempted(Exception):
+        pass
+
+    def preempt_after_second(message):
+        if message.startswith("AFLite iteration 1:"):
+            raise Preempted
+
+    state = tmp_path / "state"
+    with pytest.raises(Preempted):
+        aflite.aflite(x, y, log_fn=preempt_after_second, state_dir=state, **kwargs)
+    assert sorted(p.name for p in state.glob("iteration_*")) == ["iteration_00000.npz", "iteration_00001.npz"]
+    messages = []
+    resumed = aflite.aflite(x, y, log_fn=messages.append, state_dir=state, **kwargs)
+    assert messages[0].startswith("AFLite resumed after iteration 1")
+    np.testing.assert_array_equal(resumed.kept, whole.kept)
+    assert [r["removed_positions"] for r in resumed.iterations] == [r["removed_positions"] for r in whole.iterations]
+    np.testing.assert_array_equal(np.stack(resumed.scores), np.stack(whole.scores))
+    assert resumed.stopped == whole.stopped
+    # a finished state resumes to the same result without fitting anything
+    again = aflite.aflite(x, y, log_fn=lambda _: None, state_dir=state, **kwargs)
+    np.testing.assert_array_equal(again.kept, whole.kept)
+    with pytest.raises(ValueError, match=r"differs in \['tau'\]"):
+        aflite.aflite(x, y, log_fn=lambda _: None, state_dir=state, **{**kwargs, "tau": 0.8})

@@ -18,10 +18,14 @@ minimising the sum of their objectives fits each one.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -175,9 +179,14 @@ def aflite(
     max_iter: int = 100,
     device: str = "auto",
     log_fn: Callable[[str], None] | None = None,
+    state_dir: str | os.PathLike | None = None,
 ) -> AFLiteResult:
     """Algorithm 1: filter until |S| ≤ n or fewer than k instances reach τ. Iteration ``i`` draws its partitions
-    with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is reproducible."""
+    with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is reproducible.
+
+    ``state_dir``: every finished iteration is saved there (atomically), and a later call with the same data and
+    settings resumes after the last saved one, giving the result an uninterrupted run gives. Another dataset or
+    other settings in the same folder is an error, not a silent restart."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     if k < 1 or not 0.0 <= tau <= 1.0:
@@ -191,7 +200,23 @@ def aflite(
     current = np.arange(len(y))
     result = AFLiteResult(kept=current)
     iteration = 0
-    while len(current) > n:
+    state = None
+    if state_dir is not None:
+        fingerprint = {
+            "n": n, "m": m, "t": t, "k": k, "tau": tau, "seed": seed, "selection": selection, "C": C,
+            "max_iter": max_iter, "data_sha256": _data_sha256(x, y),
+        }
+        state = _IterationState(Path(state_dir), fingerprint)
+        for record, full in state.load():
+            result.iterations.append(record)
+            result.scores.append(full)
+            current = np.setdiff1d(current, np.asarray(record["removed_positions"], dtype=np.int64))
+        iteration = len(result.iterations)
+        if iteration:
+            emit(f"AFLite resumed after iteration {iteration - 1} from {state_dir}: |S| = {len(current)}")
+    # the k rule: an iteration that removed fewer than k instances is the last one (also when it was saved)
+    stopped_on_k = bool(result.iterations) and result.iterations[-1]["removed"] < k
+    while not stopped_on_k and len(current) > n:
         t0 = time.perf_counter()
         scores = predictability_scores(
             x[current], y[current], m=m, t=t, seed=seed * 1_000_003 + iteration, C=C, max_iter=max_iter,
@@ -220,18 +245,61 @@ def aflite(
                 "removed_positions": removed.tolist(),
             }
         )
+        if state is not None:
+            state.save(result.iterations[-1], full)
         emit(
             f"AFLite iteration {iteration}: |S| {len(current) + len(removed)} -> {len(current)}, removed "
             f"{len(removed)} (p >= {tau}: {result.iterations[-1]['n_above_tau']}), mean held-out accuracy "
             f"{scores.mean_heldout_accuracy:.4f}, {result.iterations[-1]['seconds']:.1f}s"
         )
         iteration += 1
-        if len(removed) < k:
-            result.stopped = f"fewer than k={k} instances reach tau={tau}"
-            break
-    else:
-        result.stopped = f"|S| = {len(current)} <= n = {n}"
+        stopped_on_k = len(removed) < k
+    result.stopped = f"fewer than k={k} instances reach tau={tau}" if stopped_on_k else f"|S| = {len(current)} <= n = {n}"
     result.kept = current
     emit(f"AFLite stopped: {result.stopped}; kept {len(current)} of {len(y)}")
     return result
 
+
+
+def _data_sha256(features: np.ndarray, labels: np.ndarray) -> str:
+    digest = hashlib.sha256(np.ascontiguousarray(features).tobytes())
+    digest.update(np.ascontiguousarray(labels).tobytes())
+    return digest.hexdigest()
+
+
+class _IterationState:
+    """One ``iteration_NNNNN.npz`` per finished iteration (its record and p̃ over the input) beside a
+    ``settings.json`` naming the data and settings they belong to."""
+
+    def __init__(self, folder: Path, fingerprint: dict[str, Any]) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = folder / "settings.json"
+        if settings.exists():
+            saved = json.loads(settings.read_text())
+            if saved != fingerprint:
+                changed = sorted(key for key in fingerprint if saved.get(key) != fingerprint[key])
+                raise ValueError(
+                    f"{folder}: saved AFLite iterations belong to other data or settings (differs in {changed}); "
+                    "delete the folder to start again"
+                )
+        else:
+            tmp = settings.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(fingerprint, sort_keys=True))
+            os.replace(tmp, settings)
+
+    def load(self) -> list[tuple[dict[str, Any], np.ndarray]]:
+        saved = []
+        for i, path in enumerate(sorted(self.folder.glob("iteration_*.npz"))):
+            if path.name != f"iteration_{i:05d}.npz":
+                raise ValueError(f"{self.folder}: saved iterations are not consecutive at {path.name}")
+            with np.load(path) as archive:
+                saved.append((json.loads(str(archive["record"])), archive["scores"]))
+        return saved
+
+    def save(self, record: dict[str, Any], scores: np.ndarray) -> None:
+        path = self.folder / f"iteration_{record['iteration']:05d}.npz"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            np.savez(f, record=np.asarray(json.dumps(record)), scores=scores)
+        os.replace(tmp, path)
