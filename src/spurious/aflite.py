@@ -254,7 +254,9 @@ def aflite(
         )
         iteration += 1
         stopped_on_k = len(removed) < k
-    result.stopped = f"fewer than k={k} instances reach tau={tau}" if stopped_on_k else f"|S| = {len(current)} <= n = {n}"
+    result.stopped = (
+        f"fewer than k={k} instances reach tau={tau}" if stopped_on_k else f"|S| = {len(current)} <= n = {n}"
+    )
     result.kept = current
     emit(f"AFLite stopped: {result.stopped}; kept {len(current)} of {len(y)}")
     return result
