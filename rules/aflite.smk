@@ -1,6 +1,9 @@
 # AFLite (Le Bras et al. 2020). The synthetic experiment (§3, App. A.3): one job per separation and seed generates
 # the concentric-circles data with bias features, scores SVM-RBF and logistic regression, filters with AFLite and
 # scores again; the report collects Table 7 and Fig. 2.
+# The text experiments (§4): warm-up split -> warm-up fine-tune -> embeddings (.npy) -> AFLite over the training
+# pool and the dev set (resumable per iteration) -> D, D_rand, D(AFLite) -> classifiers -> predictions on the
+# original dev set (accuracy on it and on its filtered part) -> Tables 3-4 and the iterations figure.
 
 
 rule aflite_synthetic:
@@ -50,3 +53,245 @@ rule aflite_synthetic_report:
         "../envs/spurious.yaml"
     script:
         "../workflow_scripts/aflite_synthetic_report.py"
+
+
+rule aflite_warmup_split:
+    """Take the warm-up fraction out of the training split (stratified by label); the rest is the pool D."""
+    input:
+        lambda w: aflite_train_split(w.dataset),
+    output:
+        pool="results/aflite/text/{dataset}/data/pool.parquet",
+        warmup="results/aflite/text/{dataset}/data/warmup.parquet",
+    log:
+        "results/logs/aflite/warmup_split_{dataset}.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        fraction=lambda w: aflite_representation()["warmup"]["fraction"],
+        seed=lambda w: aflite_representation()["warmup"]["seed"],
+    script:
+        "../workflow_scripts/aflite_warmup_split.py"
+
+
+rule aflite_warmup:
+    """Fine-tune the encoder on the warm-up fraction; its representations are what AFLite filters on."""
+    input:
+        train="results/aflite/text/{dataset}/data/warmup.parquet",
+    output:
+        model=directory("results/aflite/text/{dataset}/warmup/model"),
+        summary="results/aflite/text/{dataset}/warmup/training.json",
+    log:
+        "results/logs/aflite/warmup_{dataset}.log",
+    benchmark:
+        "results/benchmarks/aflite/warmup_{dataset}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    params:
+        checkpoint=lambda w: aflite_representation()["checkpoint"],
+        init="pretrained",
+        settings=aflite_warmup_settings,
+        checkpoint_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/warmup/"
+        + settings_key(aflite_warmup_settings(w)),
+    script:
+        "../workflow_scripts/aflite_train.py"
+
+
+rule aflite_embed:
+    """Φ(X): pooled encoder representations of the pool and the dev set (row order = the parquet files'), or the
+    user's features (representation.source file)."""
+    input:
+        unpack(aflite_embed_inputs),
+    output:
+        pool="results/aflite/text/{dataset}/embeddings/pool.npy",
+        dev="results/aflite/text/{dataset}/embeddings/dev.npy",
+        summary="results/aflite/text/{dataset}/embeddings/summary.json",
+    log:
+        "results/logs/aflite/embed_{dataset}.log",
+    benchmark:
+        "results/benchmarks/aflite/embed_{dataset}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    params:
+        representation=lambda w: {
+            k: v for k, v in aflite_representation().items() if k != "warmup"
+        },
+        features=lambda w: AFLITE_TEXT["datasets"][w.dataset]["features"],
+    script:
+        "../workflow_scripts/aflite_embed.py"
+
+
+rule aflite_filter:
+    """Algorithm 1 over the pool and the dev set together: which instances each iteration removed, p̃ per instance
+    per iteration, |S| and the mean held-out accuracy per iteration. Finished iterations are saved outside the
+    outputs, so a killed run resumes after the last one."""
+    input:
+        pool=lambda w: aflite_pool(w.dataset),
+        dev=lambda w: aflite_dev_split(w.dataset),
+        pool_features="results/aflite/text/{dataset}/embeddings/pool.npy",
+        dev_features="results/aflite/text/{dataset}/embeddings/dev.npy",
+    output:
+        instances="results/aflite/text/{dataset}/filter/instances.parquet",
+        scores="results/aflite/text/{dataset}/filter/scores.npy",
+        iterations="results/aflite/text/{dataset}/filter/iterations.csv",
+        summary="results/aflite/text/{dataset}/filter/summary.json",
+    log:
+        "results/logs/aflite/filter_{dataset}.log",
+    benchmark:
+        "results/benchmarks/aflite/filter_{dataset}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=240,
+    params:
+        settings=lambda w: AFLITE_TEXT["datasets"][w.dataset]["filter"],
+        device=lambda w: aflite_representation()["device"],
+        state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter/"
+        + settings_key(AFLITE_TEXT["datasets"][w.dataset]["filter"]),
+    script:
+        "../workflow_scripts/aflite_filter.py"
+
+
+rule aflite_training_sets:
+    """D (the pool), D_rand (a seeded random subset of D of the filtered size), D(AFLite) and the filtered dev set."""
+    input:
+        pool=lambda w: aflite_pool(w.dataset),
+        dev=lambda w: aflite_dev_split(w.dataset),
+        instances="results/aflite/text/{dataset}/filter/instances.parquet",
+    output:
+        full="results/aflite/text/{dataset}/data/train_full.parquet",
+        random="results/aflite/text/{dataset}/data/train_random.parquet",
+        aflite="results/aflite/text/{dataset}/data/train_aflite.parquet",
+        dev_filtered="results/aflite/text/{dataset}/data/dev_filtered.parquet",
+    log:
+        "results/logs/aflite/training_sets_{dataset}.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        seed=lambda w: AFLITE_TEXT["random_seed"],
+    script:
+        "../workflow_scripts/aflite_training_sets.py"
+
+
+rule aflite_train_classifier:
+    """A classifier on D, D_rand or D(AFLite), on the full input or the partial input (hypothesis / answer only)."""
+    input:
+        train="results/aflite/text/{dataset}/data/train_{train_set}.parquet",
+    output:
+        model=directory(
+            "results/aflite/text/{dataset}/models/{model}/{train_set}/{inputs}/seed{seed}/model"
+        ),
+        summary="results/aflite/text/{dataset}/models/{model}/{train_set}/{inputs}/seed{seed}/training.json",
+    log:
+        "results/logs/aflite/train_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/aflite/train_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.tsv"
+    wildcard_constraints:
+        train_set="full|random|aflite",
+        inputs="full|partial",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=600,
+    params:
+        checkpoint=lambda w: AFLITE_TEXT["models"][w.model]["checkpoint"],
+        init=lambda w: AFLITE_TEXT["models"][w.model]["init"],
+        settings=aflite_training_settings,
+        partial_input=lambda w: (
+            AFLITE_TEXT["datasets"][w.dataset]["partial_input"]
+            if w.inputs == "partial"
+            else None
+        ),
+        checkpoint_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/{w.model}/{w.train_set}/{w.inputs}/seed{w.seed}/"
+        + settings_key(aflite_training_settings(w)),
+    script:
+        "../workflow_scripts/aflite_train.py"
+
+
+rule aflite_predict:
+    """Predictions on the original dev set; accuracy on it and on its AFLite-filtered part."""
+    input:
+        model="results/aflite/text/{dataset}/models/{model}/{train_set}/{inputs}/seed{seed}/model",
+        dev=lambda w: aflite_dev_split(w.dataset),
+        dev_filtered="results/aflite/text/{dataset}/data/dev_filtered.parquet",
+        train="results/aflite/text/{dataset}/data/train_{train_set}.parquet",
+    output:
+        predictions="results/aflite/text/{dataset}/predictions/{model}/{train_set}/{inputs}/seed{seed}.parquet",
+        metrics="results/aflite/text/{dataset}/predictions/{model}/{train_set}/{inputs}/seed{seed}.metrics.json",
+    log:
+        "results/logs/aflite/predict_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/aflite/predict_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.tsv"
+    wildcard_constraints:
+        train_set="full|random|aflite",
+        inputs="full|partial",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        settings=lambda w: {
+            k: aflite_training_settings(w)[k]
+            for k in ("eval_batch_size", "max_length", "device", "bf16")
+        },
+        partial_input=lambda w: (
+            AFLITE_TEXT["datasets"][w.dataset]["partial_input"]
+            if w.inputs == "partial"
+            else None
+        ),
+    script:
+        "../workflow_scripts/aflite_predict.py"
+
+
+rule aflite_text_report:
+    """Tables 3-4 (D, D_rand, D(AFLite); the paper's values beside ours), every accuracy on both dev sets, and |S|
+    and the mean held-out accuracy per AFLite iteration."""
+    input:
+        unpack(aflite_text_report_inputs),
+    output:
+        tables_csv=report(
+            "results/report/aflite/text_tables.csv",
+            caption="../report/aflite_text_tables.rst",
+            category="AFLite",
+        ),
+        tables_md="results/report/aflite/text_tables.md",
+        accuracy_csv=report(
+            "results/report/aflite/text_accuracy.csv",
+            caption="../report/aflite_text_accuracy.rst",
+            category="AFLite",
+        ),
+        accuracy_md="results/report/aflite/text_accuracy.md",
+        iterations_png=report(
+            "results/report/aflite/text_iterations.png",
+            caption="../report/aflite_text_iterations.rst",
+            category="AFLite",
+        ),
+        iterations_svg="results/report/aflite/text_iterations.svg",
+    log:
+        "results/logs/aflite/text_report.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        paper_names=lambda w: {
+            "datasets": {
+                d: spec["paper_name"] for d, spec in AFLITE_TEXT["datasets"].items()
+            },
+            "models": {
+                m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()
+            },
+        },
+    script:
+        "../workflow_scripts/aflite_text_report.py"

@@ -416,7 +416,98 @@ def aflite_synthetic_files():
 
 
 def aflite_report_files():
-    return expand(
-        "results/report/aflite/{name}",
-        name=["table7.csv", "table7.md", "figure2.png", "figure2.svg"],
+    files = []
+    if AFLITE["synthetic"] is not None:
+        files += expand(
+            "results/report/aflite/{name}",
+            name=["table7.csv", "table7.md", "figure2.png", "figure2.svg"],
+        )
+    if AFLITE_TEXT:
+        files += expand(
+            "results/report/aflite/{name}",
+            name=AFLITE_TEXT_REPORT,
+        )
+    return files
+
+
+# AFLite's text experiments (rules/aflite.smk): results/aflite/text/<dataset>/...
+
+AFLITE_TEXT = (AFLITE or {}).get("text")
+AFLITE_TEXT_REPORT = [
+    "text_tables.csv",
+    "text_tables.md",
+    "text_accuracy.csv",
+    "text_accuracy.md",
+    "text_iterations.png",
+    "text_iterations.svg",
+]
+
+
+def aflite_representation():
+    return AFLITE_TEXT["representation"]
+
+
+def aflite_train_split(dataset):
+    return split_file(dataset, AFLITE_TEXT["datasets"][dataset]["train"])
+
+
+def aflite_dev_split(dataset):
+    return split_file(dataset, AFLITE_TEXT["datasets"][dataset]["dev"])
+
+
+def aflite_pool(dataset):
+    """D: the training split less the warm-up fraction (which is discarded), or all of it without a warm-up."""
+    if aflite_representation()["source"] == "warmup":
+        return f"results/aflite/text/{dataset}/data/pool.parquet"
+    return aflite_train_split(dataset)
+
+
+def aflite_warmup_settings(wildcards):
+    warmup = aflite_representation()["warmup"]
+    return dict(warmup["training"], seed=warmup["seed"])
+
+
+def aflite_embed_inputs(wildcards):
+    files = {
+        "pool": aflite_pool(wildcards.dataset),
+        "dev": aflite_dev_split(wildcards.dataset),
+    }
+    if aflite_representation()["source"] == "warmup":
+        files["model"] = f"results/aflite/text/{wildcards.dataset}/warmup/model"
+    return files
+
+
+def aflite_training_settings(wildcards):
+    return dict(
+        AFLITE_TEXT["models"][wildcards.model]["training"], seed=int(wildcards.seed)
     )
+
+
+def aflite_text_runs():
+    """'<dataset>/<model>/<train_set>/<inputs>/seed<seed>' for every classifier of the text experiments."""
+    runs = []
+    for dataset, spec in AFLITE_TEXT["datasets"].items():
+        inputs = ["full"] + (["partial"] if spec["partial_input"] else [])
+        for model, m in AFLITE_TEXT["models"].items():
+            for train_set in m["train_sets"]:
+                for kind in inputs:
+                    for seed in m["seeds"]:
+                        runs.append(f"{dataset}/{model}/{train_set}/{kind}/seed{seed}")
+    return runs
+
+
+def aflite_text_report_inputs(wildcards):
+    files = {}
+    for run in aflite_text_runs():
+        dataset, rest = run.split("/", 1)
+        files[f"metrics__{run.replace('/', '__')}"] = (
+            f"results/aflite/text/{dataset}/predictions/{rest}.metrics.json"
+        )
+    for dataset in AFLITE_TEXT["datasets"]:
+        files[f"iterations__{dataset}"] = (
+            f"results/aflite/text/{dataset}/filter/iterations.csv"
+        )
+        files[f"filter__{dataset}"] = (
+            f"results/aflite/text/{dataset}/filter/summary.json"
+        )
+    return files

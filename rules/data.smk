@@ -56,5 +56,7 @@ rule subset:
         n=r"\d+",
     conda:
         "../envs/spurious.yaml"
+    params:
+        task=lambda w: config["datasets"][w.dataset]["task"],
     script:
         "../workflow_scripts/subset.py"

@@ -1,14 +1,21 @@
-"""The AFLite synthetic experiment as a workflow: the demo config's plan and a tiny run through the report."""
+"""AFLite as a workflow: the demo and paper configs' plans (GPU resources from the SLURM profile), a tiny synthetic
+run through Table 7, and a tiny text run on real QNLI records through every text rule, checked against the package."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pandas as pd
+import pyarrow.parquet as pq
+import pytest
 import yaml
 
-from tests.conftest import REPO
-from tests.test_workflow import job_counts, snakemake
+from spurious import aflite_text, classification
+from tests.conftest import REPO, SHARED
+from tests.test_workflow import _resources_by_rule, job_counts, snakemake
+
+QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 
 
 def test_demo_aflite_dry_run_plans_every_separation_and_seed(tmp_path):
@@ -16,6 +23,31 @@ def test_demo_aflite_dry_run_plans_every_separation_and_seed(tmp_path):
     counts = job_counts(out)
     assert counts["aflite_synthetic"] == 4 * 10 and counts["aflite_synthetic_report"] == 1
     assert "results/aflite/synthetic/sep0.8/seed9.json" in out
+    # SST-2 and QNLI: a warm-up, embeddings and a filtering each; MiniLM on D, D_rand, D(AFLite), plus QNLI's
+    # answer-only baseline on the three
+    for rule in ("aflite_warmup_split", "aflite_warmup", "aflite_embed", "aflite_filter", "aflite_training_sets"):
+        assert counts[rule] == 2, rule
+    assert counts["aflite_train_classifier"] == 3 + 6 and counts["aflite_predict"] == 9
+    assert "results/aflite/text/qnli/models/minilm/aflite/partial/seed0/model" in out
+    assert "results/aflite/text/sst2/models/minilm/aflite/partial" not in out
+
+
+def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
+    proc = snakemake(
+        tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile",
+        str(REPO / "configs" / "paper-aflite.yaml"),
+    )
+    resources = _resources_by_rule(proc.stdout)
+    for rule in ("aflite_warmup", "aflite_embed", "aflite_filter", "aflite_train_classifier", "aflite_predict"):
+        assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
+    for rule in ("aflite_synthetic", "aflite_training_sets"):
+        assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    counts = job_counts(proc.stdout)
+    # SNLI, MultiNLI, QNLI x RoBERTa-large and BERT-large x D, D_rand, D(AFLite) x full and partial inputs
+    assert counts["aflite_filter"] == 3 and counts["aflite_train_classifier"] == 3 * 2 * 3 * 2
+    assert "results/aflite/text/mnli/filter/iterations.csv" in proc.stdout
+    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
+    assert "gpu=" not in plain
 
 
 def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
@@ -30,3 +62,102 @@ def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
     assert list(table["model"]) == ["SVM-RBF", "Logistic Reg."] and (table["seeds"] == 2).all()
     assert table.loc[0, "D (paper)"] == 83.8
     assert (tmp_path / "results/report/aflite/figure2.svg").stat().st_size > 1000
+
+
+def _tiny_text_config(tmp):
+    data = tmp / "qnli_tiny.parquet"
+    pq.write_table(pq.read_table(QNLI_DEV).slice(0, 360), data)  # the hub export's layout and label metadata
+    training = {"batch_size": 8, "max_steps": 3, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
+                "device": "cpu"}
+    cfg = {
+        "run_name": "tiny-aflite-text",
+        "datasets": {
+            "qnli": {
+                "task": "classification",
+                "splits": {"dev": {"format": "hf_parquet", "path": str(data)}},
+                "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
+            }
+        },
+        "aflite": {
+            "synthetic": None,
+            "text": {
+                "datasets": {
+                    "qnli": {"train": "train", "dev": "validation", "partial_input": "text_b", "paper_name": "QNLI",
+                             "filter": {"m": 8, "t": 60, "k": 30, "tau": 0.6}},
+                },
+                "representation": {"max_length": 48, "device": "cpu",
+                                   "warmup": {"fraction": 0.1, "training": training}},
+                "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "paper_name": "RoBERTa",
+                                      "train_sets": ["full", "aflite"], "training": training}},
+            },
+        },
+    }
+    path = tmp / "tiny-aflite-text.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_text_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tiny-aflite-text")
+    snakemake(work, "--cores", "2", "--configfile", str(_tiny_text_config(work)))
+    return work
+
+
+def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
+    res = tiny_text_run / "results"
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    dev = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    pool = classification.read_parquet(res / "aflite/text/qnli/data/pool.parquet")
+    warmup = classification.read_parquet(res / "aflite/text/qnli/data/warmup.parquet")
+    # the warm-up fraction is discarded: D is the rest of train, and nothing downstream sees a warm-up example
+    assert len(pool) + len(warmup) == len(train) == 270 and set(pool["id"]).isdisjoint(warmup["id"])
+    assert np.load(res / "aflite/text/qnli/embeddings/pool.npy").shape == (len(pool), 384)
+    assert np.load(res / "aflite/text/qnli/embeddings/dev.npy").shape == (len(dev), 384)
+
+    instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
+    iterations = pd.read_csv(res / "aflite/text/qnli/filter/iterations.csv")
+    scores = np.load(res / "aflite/text/qnli/filter/scores.npy")
+    assert len(instances) == len(pool) + len(dev) and scores.shape == (len(iterations), len(instances))
+    assert iterations["removed"].sum() == (instances["removed_at"] >= 0).sum()
+    assert (iterations["size_before"] - iterations["removed"] == iterations["size_after"]).all()
+    # every removed instance reached tau in the iteration that removed it; p̃ is NaN once an instance is gone
+    for it in iterations["iteration"]:
+        gone = instances.index[instances["removed_at"] == it]
+        assert (scores[it, gone] >= 0.6).all()
+        if it + 1 < len(iterations):
+            assert np.isnan(scores[it + 1, gone]).all()
+    # the same filtering again with the package from the cached representations
+    again, _ = aflite_text.filter_pool_and_dev(
+        np.load(res / "aflite/text/qnli/embeddings/pool.npy"), pool["label"].to_numpy(),
+        np.load(res / "aflite/text/qnli/embeddings/dev.npy"), dev["label"].to_numpy(),
+        settings={"m": 8, "t": 60, "k": 30, "tau": 0.6, "seed": 0, "n": None}, device="cpu", log_fn=lambda _: None,
+    )
+    assert again["removed_at"].tolist() == instances["removed_at"].tolist()
+
+    kept = classification.read_parquet(res / "aflite/text/qnli/data/train_aflite.parquet")
+    dev_kept = classification.read_parquet(res / "aflite/text/qnli/data/dev_filtered.parquet")
+    assert len(kept) == ((instances["part"] == "pool") & (instances["removed_at"] < 0)).sum()
+    assert len(dev_kept) == ((instances["part"] == "dev") & (instances["removed_at"] < 0)).sum() < len(dev)
+    metrics = json.loads((res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.metrics.json").read_text())
+    preds = pd.read_parquet(res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.parquet")
+    on_kept = preds["id"].isin(set(dev_kept["id"]))
+    assert metrics["n_train"] == len(kept) and metrics["n_dev_filtered"] == len(dev_kept)
+    assert metrics["accuracy_filtered"] == pytest.approx(preds.loc[on_kept, "correct"].mean())
+    assert metrics["accuracy_original"] == pytest.approx(preds["correct"].mean())
+    training = json.loads((res / "aflite/text/qnli/models/minilm/aflite/partial/seed0/training.json").read_text())
+    assert training["partial_input"] == "text_b" and training["steps"] == 3
+
+    table = pd.read_csv(res / "report/aflite/text_tables.csv")
+    assert table["model"].tolist() == ["minilm", "minilm-PartialInput", "Training set size"]
+    assert table.loc[0, "D(AFLite)"] == pytest.approx(100 * metrics_of(res, "aflite", "full")["accuracy_filtered"])
+    assert table.loc[0, "D (paper)"] == 90.3 and table.loc[1, "D(AFLite) (paper)"] == 44.4
+    assert table.loc[2, "D"] == len(pool) and table.loc[2, "D(AFLite)"] == len(kept)
+    assert (res / "report/aflite/text_iterations.svg").stat().st_size > 1000
+    assert not (res / "_checkpoints/aflite/qnli/filter").exists() or not any(
+        (res / "_checkpoints/aflite/qnli/filter").iterdir()
+    )
+
+
+def metrics_of(res, train_set, inputs):
+    return json.loads((res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text())

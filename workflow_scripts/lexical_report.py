@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from spurious import io, lexical_report, runlog
+from spurious import io, lexical_report, report, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -28,6 +28,7 @@ tables = {
     "appendix_a1": lexical_report.appendix_a1(tops, paper_names),
 }
 for name, table in tables.items():
-    lexical_report.write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"])
+    # Err values need three decimals
+    report.write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=3)
     log.info("%s:\n%s", name, table.to_string(max_colwidth=60))
 lexical_report.figure2(balances, snakemake.output.figure2_png, snakemake.output.figure2_svg)

@@ -213,8 +213,6 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         want = "title" if ds["task"] == "qa" else "random"
         if derive and derive["by"] != want:
             problems.append(f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by {want!r}")
-        if ds["task"] == "classification" and ds.get("subsets"):
-            problems.append(f"config key 'datasets.{name}.subsets': subsets are for QA datasets only")
     qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
     qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
     qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
@@ -234,5 +232,26 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
                     f"config key 'lexical.datasets.{name}.{key}': dataset {name!r} has no split {spec[key]!r}; "
                     f"available: {sorted(available_splits(cfg, name))}"
                 )
+    text = (cfg.get("aflite") or {}).get("text")
+    for name, spec in (text or {}).get("datasets", {}).items():
+        key = f"aflite.text.datasets.{name}"
+        if name not in task:
+            problems.append(f"config key '{key}': unknown dataset; declared: {sorted(task)}")
+            continue
+        if task[name] != "classification":
+            problems.append(f"config key '{key}': a {task[name]} dataset; AFLite's text experiments need classification")
+        for split in ("train", "dev"):
+            if spec[split] not in available_splits(cfg, name):
+                problems.append(
+                    f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
+                    f"available: {sorted(available_splits(cfg, name))}"
+                )
+        if spec["train"] == spec["dev"]:
+            problems.append(f"config key '{key}': train and dev are the same split {spec['train']!r}")
+        if text["representation"]["source"] == "file" and not spec.get("features"):
+            problems.append(f"config key '{key}.features': representation.source is file, so give the features files")
+        n = spec["filter"].get("n")
+        if n is not None and n <= spec["filter"]["t"]:
+            problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))

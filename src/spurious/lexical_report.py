@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.io import atomic_path
-from spurious.report import format_markdown
+from spurious.report import fixed_decimals
 
 # Table 1: |D|, number of features, |Y|, Err(uniform), Err(q).
 PAPER_TABLE1: dict[str, tuple[int, int, int, float, float]] = {
@@ -64,13 +64,6 @@ def paper_log10(p: str) -> float:
     """log10 of a p-value as the paper prints it ("1.9e-35", "1e-762"), without underflowing to -inf."""
     mantissa, _, exponent = p.lower().partition("e")
     return math.log10(float(mantissa)) + (int(exponent) if exponent else 0)
-
-
-def _fmt(value: Any, digits: int) -> str:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return "–"
-    text = f"{value:.{digits}f}"
-    return f"{0.0:.{digits}f}" if float(text) == 0 else text  # no "-0.000" for tiny negative values
 
 
 def table1(summaries: Mapping[str, Mapping[str, Any]], paper_names: Mapping[str, str | None]) -> pd.DataFrame:
@@ -132,7 +125,7 @@ def table2(
                 "kind": model_kind(spec["init"]),
                 "weighting": weighting,
                 "seeds": ", ".join(str(r["seed"]) for r in runs),
-                "log10 p": ", ".join(_fmt(r["log10_p"], 1) for r in runs),
+                "log10 p": ", ".join(fixed_decimals(r["log10_p"], 1) for r in runs),
                 "log10 p (max)": max(r["log10_p"] for r in runs),
                 "accuracy": float(np.mean([accuracy.get((dataset, model, weighting, r["seed"]), np.nan) for r in runs])),
                 "ACC(U)": float(np.mean([r["acc_usual"] for r in runs])),
@@ -140,7 +133,7 @@ def table2(
                 "|U|": runs[0]["n_usual"],
                 "|N|": runs[0]["n_unusual"],
                 "features in test": runs[0]["n_features_present"],
-                f"log10 p{PAPER_SUFFIX}": ", ".join(_fmt(paper_log10(p), 1) for p in paper) if paper else None,
+                f"log10 p{PAPER_SUFFIX}": ", ".join(fixed_decimals(paper_log10(p), 1) for p in paper) if paper else None,
             }
         )
     df = pd.DataFrame(rows)
@@ -200,18 +193,6 @@ def appendix_a1(top: Mapping[str, pd.DataFrame], paper_names: Mapping[str, str |
         "order; these are the features of the permutation test."
     )
     return df
-
-
-def write_table(df: pd.DataFrame, csv_path: str | os.PathLike, md_path: str | os.PathLike, digits: int = 3) -> None:
-    """CSV with full precision; Markdown with floats at ``digits`` decimals (Err values need three)."""
-    with atomic_path(Path(csv_path)) as tmp:
-        df.to_csv(tmp, index=False)
-    shown = df.copy()
-    for column in shown.columns:
-        if pd.api.types.is_float_dtype(shown[column]):
-            shown[column] = [_fmt(v, digits) for v in shown[column]]
-    with atomic_path(Path(md_path)) as tmp:
-        tmp.write_text(format_markdown(shown, df.attrs.get("caption")), encoding="utf-8")
 
 
 def figure2(balances: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:

@@ -452,16 +452,41 @@ def format_markdown(df: pd.DataFrame, caption: str | None = None) -> str:
     return text
 
 
+def fixed_decimals(value: Any, digits: int) -> str:
+    """``value`` at ``digits`` decimals, "–" when missing, never "-0.0" for a tiny negative value."""
+    if value is None or value is pd.NA or (isinstance(value, float) and math.isnan(value)):
+        return NA_TEXT
+    text = f"{value:.{digits}f}"
+    return f"{0.0:.{digits}f}" if float(text) == 0 else text
+
+
 def write_table(
-    df: pd.DataFrame, csv_path: str | os.PathLike, md_path: str | os.PathLike, caption: str | None = None
+    df: pd.DataFrame,
+    csv_path: str | os.PathLike,
+    md_path: str | os.PathLike,
+    caption: str | None = None,
+    *,
+    digits: int | None = None,
+    whole_rows: np.ndarray | None = None,
 ) -> None:
-    """Write ``df`` as CSV and as Markdown (caption under the table; default ``df.attrs["caption"]``), atomically."""
+    """Write ``df`` as CSV (full precision) and as Markdown (caption under the table; default
+    ``df.attrs["caption"]``), atomically. ``digits``: float columns at that many decimals in the Markdown (the rows
+    marked in the boolean ``whole_rows`` at none, e.g. a row of sizes); default ``format_markdown``'s two."""
     if caption is None:
         caption = df.attrs.get("caption")
     keep_index = not isinstance(df.index, pd.RangeIndex)
     with atomic_path(csv_path) as tmp:
         df.to_csv(tmp, index=keep_index)
-    text = format_markdown(df, caption)
+    shown = df
+    if digits is not None:
+        shown = df.copy()
+        whole = np.zeros(len(df), dtype=bool) if whole_rows is None else np.asarray(whole_rows, dtype=bool)
+        for column in shown.columns:
+            if pd.api.types.is_float_dtype(shown[column]):
+                shown[column] = [
+                    fixed_decimals(v, 0 if w else digits) for v, w in zip(shown[column], whole, strict=True)
+                ]
+    text = format_markdown(shown, caption)
     with atomic_path(md_path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
