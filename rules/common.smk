@@ -500,9 +500,8 @@ def aflite_text_report_inputs(wildcards):
     files = {}
     for run in aflite_text_runs():
         dataset, rest = run.split("/", 1)
-        files[f"metrics__{run.replace('/', '__')}"] = (
-            f"results/aflite/text/{dataset}/predictions/{rest}.metrics.json"
-        )
+        key = "metrics__" + "__".join(run.split("/"))
+        files[key] = f"results/aflite/text/{dataset}/predictions/{rest}.metrics.json"
     for dataset in AFLITE_TEXT["datasets"]:
         files[f"iterations__{dataset}"] = (
             f"results/aflite/text/{dataset}/filter/iterations.csv"
