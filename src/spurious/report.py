@@ -427,17 +427,20 @@ def _format_cell(value: Any, integral: bool) -> str:
     return str(value).replace("|", "\\|").replace("\n", " ")
 
 
-def format_markdown(df: pd.DataFrame, caption: str | None = None) -> str:
+def format_markdown(df: pd.DataFrame, caption: str | None = None, right_aligned: set[str] | None = None) -> str:
     """A GitHub-flavoured Markdown table of ``df`` (a non-default index becomes the first column), then the caption.
 
     Floats are shown with two decimals (tiny non-zero values with 4 significant digits), integers as such, missing
-    values as "–", booleans as yes/no.
+    values as "–", booleans as yes/no. Numeric columns are right-aligned, and so are ``right_aligned`` ones (numbers
+    already formatted as text).
     """
     frame = df if isinstance(df.index, pd.RangeIndex) else df.reset_index()
     headers = [str(c).replace("|", "\\|") for c in frame.columns]
     integral = {c: _column_is_integral(frame[c]) for c in frame.columns}
     numeric = {
-        c: pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]) for c in frame.columns
+        c: (pd.api.types.is_numeric_dtype(frame[c]) and not pd.api.types.is_bool_dtype(frame[c]))
+        or c in (right_aligned or set())
+        for c in frame.columns
     }
     lines = [
         "| " + " | ".join(headers) + " |",
@@ -477,7 +480,7 @@ def write_table(
     keep_index = not isinstance(df.index, pd.RangeIndex)
     with atomic_path(csv_path) as tmp:
         df.to_csv(tmp, index=keep_index)
-    shown = df
+    shown, rounded = df, set()
     if digits is not None:
         shown = df.copy()
         whole = np.zeros(len(df), dtype=bool) if whole_rows is None else np.asarray(whole_rows, dtype=bool)
@@ -486,7 +489,8 @@ def write_table(
                 shown[column] = [
                     fixed_decimals(v, 0 if w else digits) for v, w in zip(shown[column], whole, strict=True)
                 ]
-    text = format_markdown(shown, caption)
+                rounded.add(column)
+    text = format_markdown(shown, caption, right_aligned=rounded)
     with atomic_path(md_path) as tmp:
         tmp.write_text(text, encoding="utf-8")
 
