@@ -161,3 +161,55 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
 
 def metrics_of(res, train_set, inputs):
     return json.loads((res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text())
+
+
+def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
+    """representation.source file: no warm-up (the pool is the whole training split), the user's features by id."""
+    data = tmp_path / "qnli_tiny.parquet"
+    pq.write_table(pq.read_table(QNLI_DEV).slice(0, 200), data)
+    frame = classification.load_hf_parquet(data)
+    rng = np.random.default_rng(0)
+    # one informative dimension for half of the pairs (ids < 100), noise otherwise
+    values = rng.normal(size=(len(frame), 4))
+    informative = frame["id"].astype(int).to_numpy() < 100
+    values[:, 0] = np.where(informative, np.where(frame["label"] == 1, 3.0, -3.0), 0.0)
+    features = pd.DataFrame(values, columns=[f"f{i}" for i in range(4)]).assign(id=frame["id"].astype(str))
+    features.sample(frac=1.0, random_state=0).to_parquet(tmp_path / "features.parquet")  # any row order
+    cfg = {
+        "run_name": "tiny-aflite-file",
+        "datasets": {
+            "qnli": {
+                "task": "classification",
+                "splits": {"dev": {"format": "hf_parquet", "path": str(data)}},
+                "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
+            }
+        },
+        "aflite": {
+            "synthetic": None,
+            "text": {
+                "datasets": {
+                    "qnli": {"train": "train", "dev": "validation", "filter": {"m": 16, "t": 50, "k": 20},
+                             "features": {"train": str(tmp_path / "features.parquet"),
+                                          "dev": str(tmp_path / "features.parquet")}},
+                },
+                "representation": {"source": "file"},
+                "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2"}},
+            },
+        },
+    }
+    path = tmp_path / "file.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    plan = snakemake(tmp_path, "-n", "--configfile", str(path)).stdout
+    assert "aflite_warmup" not in job_counts(plan)
+    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", "2", "--configfile", str(path))
+    res = tmp_path / "results"
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    pool_features = np.load(res / "aflite/text/qnli/embeddings/pool.npy")
+    expected = features.set_index("id").loc[train["id"]].to_numpy(dtype=np.float32)
+    np.testing.assert_array_equal(pool_features, expected)  # aligned by id, the whole training split
+    instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
+    informative = instances["id"].astype(int) < 100
+    # k = 20 per iteration: the first four slices are informative pairs only, and every informative pair goes
+    first_four = instances[(instances["removed_at"] >= 0) & (instances["removed_at"] < 4)]
+    assert len(first_four) == 80 and (first_four["id"].astype(int) < 100).all()
+    assert (instances.loc[informative, "removed_at"] >= 0).all()

@@ -126,3 +126,35 @@ def test_qa_parts_cannot_name_a_classification_dataset():
     cfg["evaluate"].append({"dataset": "qnli", "split": "validation"})
     with pytest.raises(ConfigError, match="'evaluate.1': dataset 'qnli' is a classification dataset, not QA"):
         validate_config(cfg)
+
+
+def _aflite() -> dict:
+    return yaml.safe_load((REPO / "configs" / "demo-aflite.yaml").read_text())
+
+
+def test_aflite_text_defaults():
+    text = validate_config(_aflite())["aflite"]["text"]
+    assert text["representation"]["pooling"] == "cls" and text["representation"]["source"] == "warmup"
+    assert text["datasets"]["sst2"]["filter"] == {
+        "m": 64, "t": 2000, "k": 500, "tau": 0.75, "n": None, "selection": "greedy", "C": 1.0, "seed": 0,
+    }
+    assert text["datasets"]["sst2"]["partial_input"] is None and text["datasets"]["qnli"]["partial_input"] == "text_b"
+    assert text["models"]["minilm"]["train_sets"] == ["full", "random", "aflite"] and text["random_seed"] == 0
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="test"), "'aflite.text.datasets.qnli.dev': dataset 'qnli' has no split 'test'"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="train"), "train and dev are the same split"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"]["filter"].update(n=1000), r"needs t < n, got t=1000, n=1000"),
+        (lambda c: c["aflite"]["text"]["representation"].update(source="file"), "'aflite.text.datasets.sst2.features'"),
+        (lambda c: c["aflite"]["text"]["datasets"].update(snli=c["aflite"]["text"]["datasets"]["qnli"]), "'aflite.text.datasets.snli': unknown dataset"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(partial_input="hypothesis"), "'aflite.text.datasets.qnli.partial_input': 'hypothesis' is not allowed"),
+    ],
+)
+def test_aflite_text_config_errors_name_the_key(edit, message):
+    cfg = _aflite()
+    edit(cfg)
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg)
