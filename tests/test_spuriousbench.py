@@ -4,6 +4,7 @@ checked by hand (sentences, parses, counts) rather than recomputed with the code
 
 from __future__ import annotations
 
+import json
 import math
 import re
 
@@ -547,3 +548,91 @@ def test_build_suite_small(pools, cache):
     pd.testing.assert_frame_equal(
         again["features"]["preposition:of"]["test"][0], out["features"]["preposition:of"]["test"][0]
     )
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Data balancing (§4.2), MNLI pools, split files
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _constructed(n_sup: int, n_cnt: int, n_without: int) -> pd.DataFrame:
+    rows = [(1, True)] * n_sup + [(0, True)] * n_cnt + [(0, False)] * n_without
+    frame = pd.DataFrame(
+        {
+            "id": [str(i) for i in range(len(rows))],
+            "text_a": [f"text {i}" for i in range(len(rows))],
+            "text_b": None,
+            "label": [y for y, _ in rows],
+            "has_feature": [f for _, f in rows],
+        }
+    )
+    frame.attrs["label_names"] = ["negative", "positive"]
+    return frame
+
+
+def test_balancing_meets_in_the_middle_and_keeps_rows_without_the_feature():
+    # 18 supporting, 2 counter: both to (18 + 2) / 2 = 10; counter rows repeated 5 times each
+    frame = _constructed(18, 2, 80)
+    out = sb.balance_supporting_counter(frame, target_label=1, seed=0)
+    f = out["has_feature"].to_numpy()
+    assert ((out["label"] == 1) & f).sum() == 10 and ((out["label"] == 0) & f).sum() == 10
+    assert (~f).sum() == 80 and len(out) == 100
+    counter_ids = out.loc[f & (out["label"] == 0), "id"].str.split("#").str[0]
+    assert counter_ids.value_counts().to_dict() == {"18": 5, "19": 5}
+    assert out["id"].is_unique and out.attrs["label_names"] == ["negative", "positive"]
+    supporting = out.loc[f & (out["label"] == 1), "id"]
+    assert supporting.isin(frame["id"]).all() and supporting.is_unique  # down-sampled without replacement
+    again = sb.balance_supporting_counter(frame, target_label=1, seed=0)
+    pd.testing.assert_frame_equal(out, again)
+
+
+def test_balancing_with_an_uneven_remainder_and_the_other_target():
+    # target 0: supporting = label 0 with the feature (7), counter = label 1 (3); m = round(5) = 5
+    frame = _constructed(3, 7, 0)  # label 1 x3 (feature), label 0 x7 (feature)
+    out = sb.balance_supporting_counter(frame, target_label=0, seed=1)
+    assert (out["label"] == 0).sum() == 5 and (out["label"] == 1).sum() == 5
+    # 5 = 1 x 3 + 2: every counter row once, two of them twice
+    assert sorted(out.loc[out["label"] == 1, "id"].str.split("#").str[0].value_counts().tolist()) == [1, 2, 2]
+    with pytest.raises(ValueError, match="0 counter examples"):
+        sb.balance_supporting_counter(_constructed(5, 0, 5), target_label=1, seed=0)
+
+
+def test_mnli_pools_collapse_to_entailment_and_stay_disjoint():
+    names = ["entailment", "neutral", "contradiction"]
+    train = pd.DataFrame(
+        {"id": range(10), "text_a": [f"p{i}" for i in range(10)], "text_b": [f"h{i}" for i in range(10)],
+         "label": [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]}
+    )
+    train.attrs["label_names"] = names
+    test = pd.DataFrame({"id": range(3), "text_a": ["p0", "q1", "q2"], "text_b": ["h0", "g1", "g2"], "label": [2, 0, 1]})
+    test.attrs["label_names"] = names
+    pools = sb.mnli_pools(train, test, seed=0, dev_fraction=0.2)
+    assert len(pools["train"]) == 8 and len(pools["dev"]) == 2
+    both = pd.concat([pools["train"], pools["dev"]])
+    assert dict(zip(both["text_a"], both["label"], strict=True)) == {f"p{i}": int(i % 3 == 0) for i in range(10)}
+    # the test pair already in train ("p0", "h0") is dropped; entailment -> 1
+    assert pools["test"]["text_a"].tolist() == ["q1", "q2"] and pools["test"]["label"].tolist() == [1, 0]
+    assert pools["test"].attrs["label_names"] == ["non_entailment", "entailment"] and pools["test"].attrs["is_pair"]
+    bad = train.copy()
+    bad.attrs["label_names"] = ["yes", "maybe", "no"]
+    with pytest.raises(ValueError, match="no 'entailment'"):
+        sb.mnli_pools(bad, test, seed=0)
+
+
+def test_feature_paths_round_trip_and_unknown_features_fail():
+    for name in sb.FEATURES:
+        assert sb.feature_from_path(sb.feature_path(name)) == name
+    assert sb.feature_path("syntax:np_det_n") == "syntax/np_det_n"
+    with pytest.raises(KeyError, match="unknown SpuriousBench feature 'noun:cinema'"):
+        sb.feature_from_path("noun/cinema")
+
+
+def test_split_files_keep_every_column_and_the_stats(tmp_path, pools):
+    frame, stats = sb.construct_split(
+        pools["train"], "punctuation:exclamation", size=100, seed=0, cache=sb.ParseCache(sb.load_nlp())
+    )
+    sb.write_split(frame, tmp_path / "train.parquet")
+    back = sb.read_split(tmp_path / "train.parquet")
+    assert back.attrs["label_names"] == ["negative", "positive"] and back.attrs["spuriousbench"] == json.loads(json.dumps(stats))
+    assert back["has_feature"].sum() == 20 and ((back["label"] == 1) & back["has_feature"]).sum() == 18
+    pd.testing.assert_frame_equal(back[frame.columns].reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)

@@ -98,6 +98,7 @@ import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -138,6 +139,12 @@ __all__ = [
     "construct_test",
     "spurious_gap",
     "sst2_pools",
+    "mnli_pools",
+    "balance_supporting_counter",
+    "feature_path",
+    "write_split",
+    "read_split",
+    "feature_from_path",
     "build_suite",
 ]
 
@@ -1094,6 +1101,143 @@ def sst2_pools(
             if set(pools[a][col]) & set(pools[b][col]):  # pragma: no cover - guaranteed by construction
                 raise RuntimeError(f"sst2_pools: pools {a} and {b} share {col} values")
     return pools
+
+
+MNLI_LABEL_NAMES: list[str] = ["non_entailment", "entailment"]
+"""§3: MNLI collapsed to two labels; entailment is label 1, the paper's target label."""
+
+
+def mnli_pools(
+    train_frame: pd.DataFrame,
+    test_frame: pd.DataFrame,
+    *,
+    seed: int,
+    dev_fraction: float = 0.1,
+) -> dict[str, pd.DataFrame]:
+    """Disjoint MNLI pools, collapsed to entailment (1) vs non-entailment (0) as the paper does (§3): ``train`` and
+    ``dev`` from a seeded random partition of the training file (``dev_fraction`` for dev), ``test`` = the matched
+    dev set.  Pairs whose premise + hypothesis appear in an earlier pool are dropped from the later one.
+
+    The frames are classification frames (``id``, ``text_a`` premise, ``text_b`` hypothesis, ``label``) whose
+    ``attrs["label_names"]`` contain ``"entailment"``; every other label becomes non-entailment."""
+    if not 0 < dev_fraction < 1:
+        raise ValueError(f"dev_fraction must lie in (0, 1), got {dev_fraction}")
+
+    def collapsed(frame: pd.DataFrame, source: str) -> pd.DataFrame:
+        names = list(frame.attrs.get("label_names") or [])
+        if "entailment" not in names:
+            raise ValueError(
+                f"mnli_pools: the {source} frame's labels {names} have no 'entailment'; give MNLI with its label names"
+            )
+        entail = names.index("entailment")
+        out = pd.DataFrame(
+            {
+                "id": [f"{source}-{i}" for i in frame["id"]],
+                "text_a": frame["text_a"].astype(str).to_numpy(),
+                "text_b": frame["text_b"].astype(str).to_numpy(),
+                "label": (frame["label"].astype(int).to_numpy() == entail).astype(int),
+                "source": source,
+            }
+        )
+        key = out["text_a"] + "\x1f" + out["text_b"]
+        return out[~key.duplicated()].reset_index(drop=True)
+
+    train = collapsed(train_frame, "train")
+    test = collapsed(test_frame, "test")
+    seen = set(train["text_a"] + "\x1f" + train["text_b"])
+    test = test[~(test["text_a"] + "\x1f" + test["text_b"]).isin(seen)].reset_index(drop=True)
+    order = np.random.default_rng(seed).permutation(len(train))
+    n_dev = round_half_up(dev_fraction * len(train))
+    pools = {
+        "train": train.iloc[np.sort(order[n_dev:])].reset_index(drop=True),
+        "dev": train.iloc[np.sort(order[:n_dev])].reset_index(drop=True),
+        "test": test,
+    }
+    for name, frame in pools.items():
+        frame.attrs.update(label_names=list(MNLI_LABEL_NAMES), source=f"mnli-spuriousbench:{name}", is_pair=True)
+    return pools
+
+
+def balance_supporting_counter(frame: pd.DataFrame, *, target_label: int, seed: int) -> pd.DataFrame:
+    """The data-balancing baseline of §4.2 (Idrissi et al. 2022): among the training rows with the feature, the
+    counter examples (label ≠ ``target_label``) are up-sampled by duplication and the supporting ones (label =
+    ``target_label``) down-sampled until both number ``m = round_half_up((n_supporting + n_counter) / 2)``, so the
+    feature keeps its prevalence and its strength becomes 50 %; rows without the feature are kept as they are.
+
+    Up-sampling repeats every counter row ``m // n_counter`` times and adds a seeded sample (without replacement)
+    of ``m mod n_counter`` more; down-sampling is a seeded sample without replacement.  The result is shuffled
+    (seeded); column ``balance_copy`` numbers the copies of a row (0 for the first).  ``frame`` needs
+    ``has_feature`` and ``label`` (a constructed split of :func:`construct_split`)."""
+    for column in ("has_feature", "label"):
+        if column not in frame.columns:
+            raise ValueError(f"balance_supporting_counter: the frame has no {column!r} column (a constructed split)")
+    f = frame["has_feature"].to_numpy(dtype=bool)
+    y = frame["label"].to_numpy()
+    supporting = np.flatnonzero(f & (y == target_label))
+    counter = np.flatnonzero(f & (y != target_label))
+    if len(counter) == 0 or len(supporting) == 0:
+        raise ValueError(
+            f"balance_supporting_counter: {len(supporting)} supporting and {len(counter)} counter examples; "
+            "balancing needs both"
+        )
+    rng = np.random.default_rng(seed)
+    m = round_half_up((len(supporting) + len(counter)) / 2)
+    kept_supporting = np.sort(rng.choice(supporting, size=m, replace=False)) if m < len(supporting) else supporting
+    repeats, extra = divmod(m, len(counter))
+    counter_rows = np.concatenate([np.tile(counter, repeats), np.sort(rng.choice(counter, size=extra, replace=False))])
+    rows = np.concatenate([np.flatnonzero(~f), kept_supporting, counter_rows])
+    out = frame.iloc[rows].copy()
+    out["balance_copy"] = pd.Series(rows).groupby(rows).cumcount().to_numpy()
+    out = out.iloc[rng.permutation(len(out))].reset_index(drop=True)
+    # the copies of a counter row get distinct ids ("<id>#<copy>"): ids identify rows downstream
+    ids = out["id"].astype(str)
+    out["id"] = ids.where(out["balance_copy"] == 0, ids + "#" + out["balance_copy"].astype(str))
+    out.attrs = dict(frame.attrs)
+    return out
+
+
+def feature_path(name: str) -> str:
+    """``"punctuation:exclamation"`` → ``"punctuation/exclamation"``: the feature as two path components."""
+    spec = _spec(name)
+    return spec.name.replace(":", "/", 1)
+
+
+def feature_from_path(path: str) -> str:
+    """Inverse of :func:`feature_path`."""
+    return _spec(path.replace("/", ":", 1)).name
+
+
+def write_split(frame: pd.DataFrame, path: str | Path, stats: Mapping[str, Any] | None = None) -> None:
+    """A pool or constructed split as parquet with every column (``has_feature``, ``inserted``, ``group``, ...),
+    the label names, ``is_pair`` and the construction's stats in the metadata; written atomically."""
+    from spurious import io
+
+    out = frame.copy()
+    out["id"] = out["id"].astype(str)
+    if "text_b" in out.columns:
+        out["text_b"] = [None if b is None or b != b else str(b) for b in out["text_b"]]
+    meta = {
+        "task": "classification",
+        "label_names": list(frame.attrs["label_names"]),
+        "is_pair": bool(frame.attrs.get("is_pair", False)),
+        "spuriousbench": dict(stats or frame.attrs.get("spuriousbench") or {}),
+    }
+    io.write_parquet(out, path, metadata=meta)
+
+
+def read_split(path: str | Path) -> pd.DataFrame:
+    """Inverse of :func:`write_split`: ``attrs`` carries ``label_names``, ``is_pair`` and ``spuriousbench``."""
+    from spurious import io
+
+    meta = io.read_parquet_metadata(path)
+    if "label_names" not in meta:
+        raise ValueError(f"{path}: not a SpuriousBench split (no label names in its metadata); build it with spurious_build")
+    frame = pd.read_parquet(path)
+    if "text_b" not in frame.columns:
+        frame["text_b"] = None
+    frame.attrs.update(label_names=list(meta["label_names"]), is_pair=bool(meta.get("is_pair")))
+    frame.attrs["spuriousbench"] = meta.get("spuriousbench", {})
+    return frame
 
 
 def _derived_seed(seed: int, *parts: str) -> int:
