@@ -36,6 +36,9 @@ wildcard_constraints:
     method=r"resam|lmix|creg",
     threshold_split=r"[a-z0-9_]+",
     weighting=r"uniform|q",
+    category=r"punctuation|adverb|prefix|noun|determiner|preposition|syntax|overlap",
+    fvalue=r"[a-z0-9_]+",
+    sb_method=r"finetune|balanced|prompt",
 
 
 include: "rules/common.smk"
@@ -47,6 +50,7 @@ include: "rules/bias.smk"
 include: "rules/debias.smk"
 include: "rules/lexical.smk"
 include: "rules/aflite.smk"
+include: "rules/spurious.smk"
 include: "rules/report.smk"
 
 

@@ -150,6 +150,8 @@ def all_targets():
         targets += lexical_report_files()
     if AFLITE:
         targets += aflite_report_files()
+    if SPURIOUSBENCH:
+        targets += spurious_report_files()
     if DEBIAS:
         targets += debias_report_files()
     targets += fixed_bias_results(evaluated_runs())
@@ -510,3 +512,92 @@ def aflite_text_report_inputs(wildcards):
             f"results/aflite/text/{dataset}/filter/summary.json"
         )
     return files
+
+
+SPURIOUSBENCH = config.get("spuriousbench")
+SPURIOUS_REPORT = [
+    "gaps.csv",
+    "gaps.md",
+    "categories.csv",
+    "categories.md",
+    "sizes.csv",
+    "sizes.md",
+    "figure1.png",
+    "figure1.svg",
+    "figure2.png",
+    "figure2.svg",
+]
+
+
+def spurious_features(dataset):
+    """(category, value) path parts of a dataset's configured features ('punctuation', 'exclamation')."""
+    return [
+        tuple(name.split(":", 1))
+        for name in SPURIOUSBENCH["datasets"][dataset]["features"]
+    ]
+
+
+def spurious_runs():
+    """(dataset, category, value, model, method, seed) of every model run of the track."""
+    if not SPURIOUSBENCH:
+        return []
+    return [
+        (dataset, category, value, model, method, seed)
+        for dataset in SPURIOUSBENCH["datasets"]
+        for category, value in spurious_features(dataset)
+        for model, spec in SPURIOUSBENCH["models"].items()
+        for method in spec["methods"]
+        for seed in spec["seeds"]
+    ]
+
+
+def spurious_run_keys():
+    """'<dataset>__<category>__<value>__<model>__<method>__seed<seed>': the report's input keys."""
+    return [
+        "__".join(map(str, run[:-1])) + f"__seed{run[-1]}" for run in spurious_runs()
+    ]
+
+
+def spurious_pool_inputs(wildcards):
+    spec = SPURIOUSBENCH["datasets"][wildcards.dataset]
+    return {
+        "train": split_file(wildcards.dataset, spec["train"]),
+        "test": split_file(wildcards.dataset, spec["test"]),
+    }
+
+
+def spurious_training_settings(wildcards):
+    return dict(
+        SPURIOUSBENCH["models"][wildcards.model]["training"], seed=int(wildcards.seed)
+    )
+
+
+def spurious_prompt(wildcards):
+    """The model's prompt (template, label words), or the paper's for the dataset's builder; None unless the
+    method is prompt-based fine-tuning."""
+    if wildcards.sb_method != "prompt":
+        return None
+    custom = SPURIOUSBENCH["models"][wildcards.model]["prompt"]
+    if custom:
+        return custom
+    return {"paper": SPURIOUSBENCH["datasets"][wildcards.dataset]["builder"]}
+
+
+def spurious_report_inputs(wildcards):
+    files = {}
+    for key, (dataset, category, value, model, method, seed) in zip(
+        spurious_run_keys(), spurious_runs()
+    ):
+        files[f"metrics__{key}"] = (
+            f"results/spurious/{dataset}/predictions/{category}/{value}/{model}/{method}/seed{seed}.metrics.json"
+        )
+    for dataset in SPURIOUSBENCH["datasets"]:
+        for category, value in spurious_features(dataset):
+            files[f"stats__{dataset}__{category}__{value}"] = (
+                f"results/spurious/{dataset}/data/{category}/{value}/stats.json"
+            )
+    return files
+
+
+def spurious_report_files():
+    return [f"results/report/spurious/{name}" for name in SPURIOUS_REPORT]

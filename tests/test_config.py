@@ -158,3 +158,37 @@ def test_aflite_text_config_errors_name_the_key(edit, message):
     edit(cfg)
     with pytest.raises(ConfigError, match=message):
         validate_config(cfg)
+
+
+def _spurious() -> dict:
+    return yaml.safe_load((REPO / "configs" / "demo-spurious.yaml").read_text())
+
+
+def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
+    cfg = _spurious()
+    del cfg["spuriousbench"]["datasets"]["sst2"]["train_size"], cfg["spuriousbench"]["datasets"]["sst2"]["features"]
+    bench = validate_config(cfg)["spuriousbench"]
+    sst2 = bench["datasets"]["sst2"]
+    assert sst2["train_size"] == 3000 and sst2["dev_size"] == 200 and len(sst2["features"]) == 28
+    assert bench["prevalence"] == 0.2 and bench["strength"] == 0.9 and bench["target_label"] == 1
+    assert bench["models"]["minilm"]["training"]["eval_every"] == "epoch"
+    assert bench["models"]["random"]["training"]["learning_rate"] == 2.0e-4  # the YAML merge key keeps the rest
+    assert bench["models"]["random"]["training"]["epochs"] == 3 and bench["models"]["minilm"]["prompt"] is None
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda b: b["datasets"]["sst2"].update(train_size=999), "'spuriousbench.datasets.sst2.train_size': must be even"),
+        (lambda b: b["datasets"]["sst2"].update(test="test"), "'spuriousbench.datasets.sst2.test': dataset 'sst2' has no split 'test'"),
+        (lambda b: b["datasets"]["sst2"]["features"].append("overlap:lexical_overlap"), r"\['overlap:lexical_overlap'\] are not in Table 1's sst2 subset"),
+        (lambda b: b["datasets"].update(mnli={"builder": "mnli"}), "'spuriousbench.datasets.mnli': unknown dataset"),
+        (lambda b: b["models"]["minilm"].update(methods=["standard"]), "'spuriousbench.models.minilm.methods.0': 'standard' is not allowed"),
+        (lambda b: b.update(strength=1.5), "'spuriousbench.strength': 1.5 is greater than the maximum of 1"),
+    ],
+)
+def test_spuriousbench_config_errors_name_the_key(edit, message):
+    cfg = _spurious()
+    edit(cfg["spuriousbench"])
+    with pytest.raises(ConfigError, match=message):
+        validate_config(cfg)

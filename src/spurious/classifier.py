@@ -4,7 +4,13 @@ Any ``AutoModelForSequenceClassification``-compatible checkpoint works (``embedd
 loop is ``spurious.training``'s: AdamW + linear schedule with warmup, gradient clipping, a data order that is a pure
 function of (seed, epoch), exact resumption from the newest checkpoint after preemption, CUDA + bf16 autocast when
 available. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and
-the model of the last step is saved.
+the model of the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
+``eval_every`` optimizer steps (or at every epoch end) and after the last step, and the model of the best evaluation
+is saved (SpuriousBench, App. A: "evaluate the best checkpoint based on the dev set accuracy").
+
+Prompt-based fine-tuning (``prompt``, ``spurious.prompt``): the model is a masked LM, the texts are templated around
+its mask token, and the logits are its word logits at the mask restricted to the label words; the saved model
+directory holds the masked LM and ``prompt.json``, which ``predict_classifier`` detects.
 
 Loss weights (the paper's reweighting, §5.1): each example's cross-entropy is multiplied by its weight and the batch
 loss is the mean over the batch, so weights ``q_i·|D|`` (mean 1) keep the loss on the scale of unweighted training.
@@ -30,11 +36,21 @@ import torch
 
 from spurious.logits import ids_sha256
 from spurious.models import load_config, load_tokenizer, quiet_transformers, resolve_model
+from spurious.prompt import (
+    PROMPT_FILE,
+    PromptClassifier,
+    PromptSpec,
+    encode_prompts,
+    label_word_ids,
+    load_masked_lm,
+    read_prompt_file,
+)
 from spurious.training import (
     PreemptionGuard,
     StopRequested,
     TrainingPreempted,
     autocast,
+    cpu_copy,
     epoch_order,
     fill_settings,
     format_eta,
@@ -69,16 +85,28 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "threads": None,
     "log_every": 50,
     "eval_batch_size": 128,
+    # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
+    "eval_every": None,
 }
 _RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
-_NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm"})
+_NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
+EVAL_EVERY_EPOCH = "epoch"
 INIT_MODES = ("pretrained", "scratch")
 PREDICTION_COLUMNS = ("id", "label", "prediction", "correct", "probabilities")
 
 
 def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
-    """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default)."""
-    return fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
+    """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default) and an
+    ``eval_every`` that is not None, a positive integer or ``"epoch"``."""
+    s = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
+    every = s["eval_every"]
+    valid_int = isinstance(every, int | np.integer) and not isinstance(every, bool) and every >= 1
+    if not (every is None or valid_int or every == EVAL_EVERY_EPOCH):
+        raise ValueError(
+            f"classification setting eval_every must be null, a positive number of optimizer steps or "
+            f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
+        )
+    return s
 
 
 @dataclass
@@ -89,6 +117,8 @@ class Encoded:
     token_type_ids: list[list[int]] | None
     labels: np.ndarray
     pad_token_id: int
+    # prompt-based encodings: the index of each row's mask token (collated as ``mask_positions``)
+    mask_positions: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -111,6 +141,8 @@ class Encoded:
         batch = {"input_ids": ids, "attention_mask": mask}
         if types is not None:
             batch["token_type_ids"] = types
+        if self.mask_positions is not None:
+            batch["mask_positions"] = torch.from_numpy(self.mask_positions[np.asarray(rows)])
         return batch
 
 
@@ -125,6 +157,53 @@ def encode(frame: pd.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
         labels=frame["label"].to_numpy(dtype=np.int64),
         pad_token_id=int(tokenizer.pad_token_id or 0),
     )
+
+
+def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: PromptSpec | None) -> Encoded:
+    """``encode`` without a prompt; with one, the templated rows (``spurious.prompt.encode_prompts``: the mask is
+    kept in every row) and their mask positions."""
+    if prompt is None:
+        return encode(frame, tokenizer, max_length)
+    enc = encode_prompts(frame, tokenizer, prompt, max_length)
+    if enc.n_truncated:
+        logger.info(
+            "prompt encoding: %d of %d rows were truncated to %d tokens", enc.n_truncated, len(frame), max_length
+        )
+    return Encoded(
+        input_ids=enc.input_ids,
+        token_type_ids=enc.token_type_ids,
+        labels=frame["label"].to_numpy(dtype=np.int64),
+        pad_token_id=int(tokenizer.pad_token_id or 0),
+        mask_positions=enc.mask_positions,
+    )
+
+
+@torch.no_grad()
+def class_probabilities(
+    model: torch.nn.Module,
+    data: Encoded,
+    *,
+    n_labels: int,
+    batch_size: int,
+    device: torch.device,
+    bf16: bool,
+    should_stop: Callable[[], bool] | None = None,
+) -> np.ndarray:
+    """The softmax over the labels for every row of ``data``, (rows, n_labels) float64, in batches of similar length.
+
+    The caller puts the model in eval mode. ``should_stop`` is polled before every batch: when it answers True the
+    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming)."""
+    order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
+    probs = np.zeros((len(data), n_labels), dtype=np.float64)
+    for lo in range(0, len(order), batch_size):
+        if should_stop is not None and should_stop():
+            raise StopRequested
+        rows = order[lo : lo + batch_size]
+        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        with autocast(device, bf16):
+            logits = model(**batch).logits
+        probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return probs
 
 
 def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -161,18 +240,44 @@ def load_classifier(name_or_path: str | os.PathLike, *, label_names: Sequence[st
 
 @dataclass
 class _TrainState:
+    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``); fields
+    added later have defaults, so checkpoints written before them still load."""
+
     step: int = 0
     epoch: int = 0
     batch_in_epoch: int = 0
     train_losses: list[dict[str, float]] = field(default_factory=list)
     wall_time_s: float = 0.0
     fingerprint: str = ""
+    # with eval_every: every evaluation's {step, accuracy}, the best one (the earliest on ties), the last step seen
+    eval_history: list[dict[str, float]] = field(default_factory=list)
+    best_step: int | None = None
+    best_eval_accuracy: float | None = None
+    last_eval_step: int = 0
+
+
+class _TokenizerWithPrompt:
+    """The tokenizer, saving ``prompt.json`` beside its files: ``save_model_dir`` saves the tokenizer into the
+    temporary folder it renames into place, so the model folder appears complete (model, tokenizer, prompt) or not at
+    all."""
+
+    def __init__(self, tokenizer: Any, prompt_meta: Mapping[str, Any]) -> None:
+        self.tokenizer, self.prompt_meta = tokenizer, dict(prompt_meta)
+
+    def save_pretrained(self, path: str | os.PathLike) -> Any:
+        saved = self.tokenizer.save_pretrained(path)
+        (Path(path) / PROMPT_FILE).write_text(json.dumps(self.prompt_meta, indent=2) + "\n")
+        return saved
 
 
 def _weights_sha(weights: np.ndarray | None) -> str | None:
     if weights is None:
         return None
     return hashlib.sha256(np.ascontiguousarray(weights, dtype=np.float64).tobytes()).hexdigest()[:16]
+
+
+def _sha_labels(labels: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
 def train_classifier(
@@ -185,18 +290,50 @@ def train_classifier(
     weights: np.ndarray | None = None,
     init: str = "pretrained",
     log: LogFn | None = None,
+    eval_frame: pd.DataFrame | None = None,
+    prompt: PromptSpec | None = None,
 ) -> dict[str, Any]:
     """Fine-tune a classifier on a classification frame; save model + tokenizer + ``training_state.json``.
 
     ``weights`` (one per row of ``train_frame``, nonnegative) multiply each example's loss. Resumes exactly from the
     newest checkpoint in ``checkpoint_dir`` (same data order, optimizer, schedule and RNG); a checkpoint of another
-    run (other data, weights or settings) is refused. The caller deletes ``checkpoint_dir`` after success."""
+    run (other data, weights, settings, dev frame or prompt) is refused. The caller deletes ``checkpoint_dir`` after
+    success.
+
+    ``eval_frame`` (required by, and requiring, the setting ``eval_every``): its accuracy is measured every
+    ``eval_every`` optimizer steps (or at every epoch end for ``"epoch"``) and after the last step, in eval mode; the
+    saved model is the one of the highest accuracy (the earliest on ties), kept in the checkpoints so that a
+    preempted and resumed run saves the same model. The summary records ``eval_history`` ([{step, accuracy}]),
+    ``best_step``, ``best_eval_accuracy`` and ``saved_step`` (= ``best_step``).
+
+    ``prompt``: prompt-based fine-tuning of a masked LM (``spurious.prompt``); the checkpoint must hold a masked-LM
+    head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words and
+    their ids, label names)."""
     s = resolve_settings(settings)
     emit = log or logger.info
     if init not in INIT_MODES:
         raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
     if len(train_frame) == 0:
         raise ValueError("the training frame is empty")
+    eval_every = s["eval_every"]
+    if eval_every is not None and eval_frame is None:
+        raise ValueError(f"the classification setting eval_every ({eval_every!r}) needs an eval_frame (the dev set)")
+    if eval_frame is not None and eval_every is None:
+        raise ValueError("an eval_frame was given but the classification setting eval_every is null: set it")
+    label_names = list(train_frame.attrs["label_names"])
+    if eval_frame is not None:
+        if len(eval_frame) == 0:
+            raise ValueError("the eval frame is empty")
+        if list(eval_frame.attrs.get("label_names") or []) != label_names:
+            raise ValueError(
+                f"the eval frame's labels {eval_frame.attrs.get('label_names')} differ from the training frame's "
+                f"{label_names}"
+            )
+    if prompt is not None and len(prompt.label_words) != len(label_names):
+        raise ValueError(
+            f"the prompt has {len(prompt.label_words)} label words {list(prompt.label_words)} but the data has "
+            f"{len(label_names)} labels {label_names}"
+        )
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (len(train_frame),) or not np.all(np.isfinite(weights)) or (weights < 0).any():
@@ -210,12 +347,19 @@ def train_classifier(
     device = pick_device(s["device"])
     bf16 = use_bf16(s["bf16"], device)
     output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
-    label_names = list(train_frame.attrs["label_names"])
 
     seed_everything(int(s["seed"]))
     tokenizer = load_tokenizer(model_name_or_path)
-    model = load_classifier(model_name_or_path, label_names=label_names, from_scratch=init == "scratch")
-    data = encode(train_frame, tokenizer, int(s["max_length"]))
+    prompt_meta: dict[str, Any] | None = None
+    if prompt is None:
+        model = load_classifier(model_name_or_path, label_names=label_names, from_scratch=init == "scratch")
+    else:
+        word_ids = label_word_ids(tokenizer, prompt.label_words)
+        mlm = load_masked_lm(model_name_or_path, from_scratch=init == "scratch")
+        model = PromptClassifier(mlm, word_ids)
+        prompt_meta = {**prompt.to_dict(), "label_word_ids": word_ids, "label_names": label_names}
+    data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
+    eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
     model.train()
@@ -232,17 +376,29 @@ def train_classifier(
     scheduler = get_linear_schedule_with_warmup(
         optimizer, math.ceil(float(s["warmup_ratio"]) * total_steps), total_steps
     )
-    payload = {
+    payload: dict[str, Any] = {
         "model": str(model_name_or_path),
         "init": init,
-        "settings": {k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS},
+        # eval_every only when set: fingerprints of runs without it stay those of earlier versions
+        "settings": {
+            k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
+        },
         "train": ids_sha256(train_frame["id"].astype(str).tolist()),
         "labels": hashlib.sha256(data.labels.tobytes()).hexdigest()[:16],
         "weights": _weights_sha(weights),
     }
+    if eval_frame is not None and eval_data is not None:
+        payload["eval"] = {
+            "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
+            "labels": _sha_labels(eval_data.labels),
+        }
+    if prompt is not None:
+        payload["prompt"] = prompt.to_dict()
     state = _TrainState(
         fingerprint=hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
     )
+    # the best model's weights (CPU copy); saved with every checkpoint where they differ from the current ones
+    best_weights: dict[str, torch.Tensor] | None = None
     resumed_from = None
     ckpt = latest_checkpoint(checkpoint_dir)
     if ckpt is not None:
@@ -252,7 +408,10 @@ def train_classifier(
                 f"checkpoint {ckpt} belongs to a different run (other data, weights, model or settings); delete "
                 f"{checkpoint_dir} to start afresh"
             )
-        restore_checkpoint(ckpt, model, optimizer, scheduler)
+        load = restore_checkpoint(ckpt, model, optimizer, scheduler)
+        if saved.best_step is not None:
+            # save_checkpoint skips best_model.pt when the best model is the checkpoint's own
+            best_weights = load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
         state, resumed_from = saved, saved.step
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
 
@@ -261,18 +420,65 @@ def train_classifier(
     def checkpoint() -> Path:
         state.wall_time_s += time.perf_counter() - segment_start[0]
         segment_start[0] = time.perf_counter()
-        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, None)
+        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights)
+
+    def eval_due() -> bool:
+        if eval_data is None or state.step == 0 or state.last_eval_step == state.step:
+            return False
+        if state.step >= total_steps:
+            return True
+        if eval_every == EVAL_EVERY_EPOCH:
+            return state.batch_in_epoch == 0  # the step just finished an epoch
+        return state.step % int(eval_every) == 0
+
+    def evaluate() -> None:
+        nonlocal best_weights
+        assert eval_data is not None
+        t0 = time.perf_counter()
+        model.eval()
+        try:
+            # computed before the state changes: an evaluation abandoned on preemption leaves no trace
+            probs = class_probabilities(
+                model,
+                eval_data,
+                n_labels=len(label_names),
+                batch_size=int(s["eval_batch_size"]),
+                device=device,
+                bf16=bf16,
+                should_stop=lambda: guard.triggered,
+            )
+        finally:
+            model.train()
+        accuracy = float(np.mean(probs.argmax(axis=1) == eval_data.labels))
+        state.eval_history.append({"step": state.step, "accuracy": accuracy})
+        state.last_eval_step = state.step
+        if state.best_eval_accuracy is None or accuracy > state.best_eval_accuracy:  # ties: the earliest stays
+            state.best_step, state.best_eval_accuracy = state.step, accuracy
+            best_weights = cpu_copy(model.state_dict())
+        emit(
+            f"eval step {state.step}: dev accuracy {accuracy:.4f} (best {state.best_eval_accuracy:.4f} at step "
+            f"{state.best_step}) [{len(eval_data)} examples, {time.perf_counter() - t0:.1f}s]"
+        )
 
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
     emit(
-        f"training {model_name_or_path} ({init}) on {device}{' (bf16)' if bf16 else ''}: {len(data)} examples, "
-        f"{len(label_names)} labels, {weighting}; {steps_per_epoch} steps/epoch, {total_steps} steps"
+        f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
+        f"{' (bf16)' if bf16 else ''}: {len(data)} examples, {len(label_names)} labels, {weighting}; "
+        f"{steps_per_epoch} steps/epoch, {total_steps} steps"
+        + (
+            f"; dev accuracy on {len(eval_data)} examples "
+            + ("at every epoch end" if eval_every == EVAL_EVERY_EPOCH else f"every {eval_every} steps")
+            if eval_data is not None
+            else ""
+        )
     )
     rate_t0, rate_step0 = time.perf_counter(), state.step
     window: list[float] = []
     perm, perm_epoch = np.empty(0, dtype=np.int64), -1
     with PreemptionGuard() as guard:
         try:
+            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
+                evaluate()
             while state.step < total_steps:
                 if guard.triggered:
                     raise StopRequested
@@ -318,15 +524,22 @@ def train_classifier(
                         f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
                     )
                     window = []
+                if eval_due():
+                    evaluate()
                 every = int(s["checkpoint_every"] or 0)
                 if every and state.step % every == 0 and state.step < total_steps:
                     checkpoint()
+            if eval_due():
+                evaluate()
         except StopRequested:
             path = checkpoint()
             assert guard.signum is not None
             emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
             raise TrainingPreempted(guard.signum, state.step, path) from None
 
+    if best_weights is not None:
+        model.load_state_dict(best_weights)
+    saved_step = state.best_step if state.best_step is not None else state.step
     import transformers
 
     summary: dict[str, Any] = {
@@ -337,8 +550,13 @@ def train_classifier(
         "steps": state.step,
         "total_steps": total_steps,
         "steps_per_epoch": steps_per_epoch,
-        "saved_step": state.step,
+        "saved_step": saved_step,
         "train_losses": state.train_losses,
+        "eval_history": state.eval_history,
+        "best_step": state.best_step,
+        "best_eval_accuracy": state.best_eval_accuracy,
+        "n_eval_examples": len(eval_data) if eval_data is not None else None,
+        "prompt": prompt_meta,
         "resumed_from_step": resumed_from,
         "n_train_examples": len(data),
         "weights_sha256": _weights_sha(weights),
@@ -351,12 +569,19 @@ def train_classifier(
         "settings": s,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
-    save_model_dir(output_dir, model, tokenizer, summary)
-    emit(f"saved the model of step {state.step} to {output_dir}; {summary['train_wall_time_s']:.0f}s of training")
+    if isinstance(model, PromptClassifier):
+        assert prompt_meta is not None
+        save_model_dir(output_dir, model.mlm, _TokenizerWithPrompt(tokenizer, prompt_meta), summary)
+    else:
+        save_model_dir(output_dir, model, tokenizer, summary)
+    best_note = f" (dev accuracy {state.best_eval_accuracy:.4f})" if state.best_eval_accuracy is not None else ""
+    emit(
+        f"saved the model of step {saved_step}{best_note} to {output_dir}; {summary['train_wall_time_s']:.0f}s of "
+        "training"
+    )
     return summary
 
 
-@torch.no_grad()
 def predict_classifier(
     model_dir: str | os.PathLike,
     frame: pd.DataFrame,
@@ -368,14 +593,35 @@ def predict_classifier(
     log: LogFn | None = None,
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
-    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's."""
-    from transformers import AutoModelForSequenceClassification
+    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's.
 
+    A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
+    probabilities are the softmax over the label words' logits at the mask."""
     emit = log or logger.info
     resolved = resolve_model(model_dir)
-    with quiet_transformers():
-        model = AutoModelForSequenceClassification.from_pretrained(resolved)
-    names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    prompt_meta = read_prompt_file(resolved)
+    prompt: PromptSpec | None = None
+    tokenizer = None
+    if prompt_meta is None:
+        from transformers import AutoModelForSequenceClassification
+
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(resolved)
+        names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    else:
+        from transformers import AutoModelForMaskedLM
+
+        prompt = PromptSpec.from_dict(prompt_meta)
+        names = list(prompt_meta["label_names"])
+        tokenizer = load_tokenizer(model_dir)
+        ids = label_word_ids(tokenizer, prompt.label_words)
+        if ids != list(prompt_meta["label_word_ids"]):
+            raise ValueError(
+                f"{model_dir}: the tokenizer maps the label words {list(prompt.label_words)} to {ids}, but the model "
+                f"was trained with {prompt_meta['label_word_ids']}"
+            )
+        with quiet_transformers():
+            model = PromptClassifier(AutoModelForMaskedLM.from_pretrained(resolved), ids)
     if names != list(frame.attrs["label_names"]):
         raise ValueError(
             f"{model_dir}: the model's labels {names} differ from the data's {frame.attrs['label_names']}; predict "
@@ -385,20 +631,14 @@ def predict_classifier(
         state_file = Path(resolved) / "training_state.json"
         trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
         max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
-    tokenizer = load_tokenizer(model_dir)
+    if tokenizer is None:
+        tokenizer = load_tokenizer(model_dir)
     dev = pick_device(device)
     use = use_bf16(bf16, dev)
     model.to(dev).eval()
-    data = encode(frame, tokenizer, max_length)
-    order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
-    probs = np.zeros((len(data), len(names)), dtype=np.float64)
+    data = encode_for(frame, tokenizer, max_length, prompt)
     t0 = time.perf_counter()
-    for lo in range(0, len(order), batch_size):
-        rows = order[lo : lo + batch_size]
-        batch = {k: v.to(dev) for k, v in data.collate(rows).items()}
-        with autocast(dev, use):
-            logits = model(**batch).logits
-        probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    probs = class_probabilities(model, data, n_labels=len(names), batch_size=batch_size, device=dev, bf16=use)
     prediction = probs.argmax(axis=1)
     emit(
         f"predicted {len(data)} examples in {time.perf_counter() - t0:.1f}s; accuracy {np.mean(prediction == data.labels):.4f}"

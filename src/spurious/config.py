@@ -204,9 +204,10 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
     """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
     problems = []
     task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
-    if not cfg["models"] and not cfg.get("lexical") and not cfg.get("aflite"):
+    if not cfg["models"] and not cfg.get("lexical") and not cfg.get("aflite") and not cfg.get("spuriousbench"):
         problems.append(
-            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical) or aflite"
+            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical), aflite or "
+            "spuriousbench"
         )
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
@@ -253,5 +254,53 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         n = spec["filter"].get("n")
         if n is not None and n <= spec["filter"]["t"]:
             problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
+    problems += _spuriousbench_problems(cfg, task)
+    # only SpuriousBench's training passes a dev set to select the best checkpoint on
+    trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
+    trainings += [(f"aflite.text.models.{m}", spec) for m, spec in ((text or {}).get("models") or {}).items()]
+    if text:
+        trainings.append(("aflite.text.representation.warmup", text["representation"]["warmup"]))
+    for key, spec in trainings:
+        if spec["training"].get("eval_every") is not None:
+            problems.append(f"config key '{key}.training.eval_every': this stage has no dev set to select on; use null")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> list[str]:
+    """Datasets and splits exist, features belong to the builder's Table 1 subset; fills in the paper's sizes and
+    the builder's features where the config leaves them out."""
+    from spurious import spuriousbench as sb
+
+    bench = cfg.get("spuriousbench")
+    if not bench:
+        return []
+    problems = []
+    subsets = {"sst2": sb.SST2_FEATURES, "mnli": sb.MNLI_FEATURES}
+    for name, spec in bench["datasets"].items():
+        key = f"spuriousbench.datasets.{name}"
+        builder = spec["builder"]
+        spec.setdefault("train_size", sb.PAPER_SIZES[builder]["train"])
+        spec.setdefault("dev_size", sb.PAPER_SIZES[builder]["dev"])
+        spec.setdefault("features", list(subsets[builder]))
+        if name not in task:
+            problems.append(f"config key '{key}': unknown dataset; declared: {sorted(task)}")
+            continue
+        if task[name] != "classification":
+            problems.append(f"config key '{key}': a {task[name]} dataset; SpuriousBench needs classification")
+        for split in ("train", "test"):
+            if spec[split] not in available_splits(cfg, name):
+                problems.append(
+                    f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
+                    f"available: {sorted(available_splits(cfg, name))}"
+                )
+        for size in ("train_size", "dev_size", "test_size"):
+            if spec[size] is not None and spec[size] % 2:
+                problems.append(f"config key '{key}.{size}': must be even (labels are balanced), got {spec[size]}")
+        unknown = [f for f in spec["features"] if f not in subsets[builder]]
+        if unknown:
+            problems.append(
+                f"config key '{key}.features': {unknown} are not in Table 1's {builder} subset; known: "
+                f"{', '.join(subsets[builder])}"
+            )
+    return problems

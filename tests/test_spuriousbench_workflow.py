@@ -1,0 +1,148 @@
+"""The SpuriousBench track as a user runs it: dry-runs of the demo and paper configs (GPU resources from the SLURM
+profile), and a tiny end-to-end run on the mirror's SST-2 through every rule, checked against the package."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from spurious import spuriousbench as sb
+from tests.conftest import REPO, SHARED
+from tests.test_workflow import _resources_by_rule, job_counts, snakemake
+
+SST2 = SHARED / "data" / "sst2"
+
+
+def test_demo_spurious_dry_run_plans_the_whole_chain(tmp_path):
+    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-spurious.yaml")).stdout
+    counts = job_counts(out)
+    # 6 features x (pretrained + random) x 3 seeds
+    assert counts["spurious_build"] == 6 and counts["spurious_train"] == 36 and counts["spurious_predict"] == 36
+    assert counts["spurious_pools"] == 1 and counts["spurious_report"] == 1 and counts["download"] == 2
+    assert "results/spurious/sst2/data/syntax/s_vp/train.parquet" in out
+    assert "train" not in counts and "lexical_train" not in counts
+
+
+def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
+    proc = snakemake(
+        tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile",
+        str(REPO / "configs" / "paper-spurious.yaml"),
+    )
+    resources = _resources_by_rule(proc.stdout)
+    for rule in ("spurious_train", "spurious_predict"):
+        assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
+    for rule in ("spurious_pools", "spurious_build"):
+        assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    counts = job_counts(proc.stdout)
+    # SST-2: 18 buildable features, MNLI: all 25 of Table 1's subset; BERT-base x 3 methods + BERT-large + random
+    n_features = 18 + len(sb.MNLI_FEATURES)
+    assert counts["spurious_build"] == n_features and counts["spurious_train"] == n_features * (3 * 3 + 3 + 3)
+    assert "results/spurious/mnli/models/overlap/lexical_overlap/bert_base/prompt/seed2/model" in proc.stdout
+    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-spurious.yaml")).stdout
+    assert "gpu=" not in plain
+
+
+TRAINING = {"batch_size": 16, "max_steps": 4, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
+            "eval_every": 2, "device": "cpu"}
+
+
+def _tiny_config(tmp):
+    glue = {"format": "glue_tsv", "label_names": ["negative", "positive"]}
+    cfg = {
+        "run_name": "tiny-spurious",
+        "datasets": {
+            "sst2": {
+                "task": "classification",
+                "splits": {
+                    "train": {**glue, "path": str(SST2 / "train.tsv.gz")},
+                    "validation": {**glue, "path": str(SST2 / "dev.tsv")},
+                },
+            }
+        },
+        "spuriousbench": {
+            "datasets": {
+                "sst2": {
+                    "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
+                    "features": ["punctuation:exclamation", "determiner:a"],
+                }
+            },
+            "models": {
+                "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["finetune", "balanced"],
+                           "paper_name": "MiniLM", "training": TRAINING},
+                "random": {"checkpoint": "embedded:all-MiniLM-L6-v2", "init": "scratch", "seeds": [0],
+                           "training": TRAINING},
+            },
+        },
+    }
+    path = tmp / "tiny-spurious.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_run(tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("spurious")
+    config = _tiny_config(tmp)
+    plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
+    assert plan["spurious_train"] == 2 * 3 and plan["spurious_build"] == 2
+    snakemake(tmp, "--cores", "2", "--configfile", str(config))
+    return tmp / "results"
+
+
+def test_tiny_run_builds_the_configured_prevalence_and_strength_exactly(tiny_run):
+    for feature in ("punctuation/exclamation", "determiner/a"):
+        data = tiny_run / "spurious/sst2/data" / feature
+        stats = json.loads((data / "stats.json").read_text())
+        for split, size in (("train", 100), ("dev", 50)):
+            frame = sb.read_split(data / f"{split}.parquet")
+            f, y = frame["has_feature"].to_numpy(), frame["label"].to_numpy()
+            # 20 % of 100 = 20 rows with the feature, 18 positive; of 50: 10, 9 positive; labels balanced
+            assert len(frame) == size and f.sum() == size // 5 and (f & (y == 1)).sum() == round(0.9 * size / 5)
+            assert (y == 1).sum() == size // 2
+            assert stats[split]["prevalence"] == 0.2 and stats[split]["strength"] == 0.9
+            # the predicate agrees with the stored column on the (possibly inserted) text
+            assert (sb.has_feature(frame, sb.feature_from_path(feature)) == f).all()
+        test = sb.read_split(data / "test.parquet")
+        counts = test["group"].value_counts()
+        assert len(test) == 60 and counts["supporting"] == counts["counter"]  # feature independent of the label
+        assert (test["label"] == 1).sum() == 30
+    pools = json.loads((tiny_run / "spurious/sst2/pools/pools.json").read_text())
+    assert pools["train"]["size"] + pools["dev"]["size"] > 6000  # whole sentences of GLUE train
+
+
+def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
+    gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
+    assert len(gaps) == 2 * 3  # 2 features x (minilm finetune, minilm balanced, random finetune)
+    for feature in ("punctuation/exclamation", "determiner/a"):
+        for run in ("minilm/finetune", "minilm/balanced", "random/finetune"):
+            base = tiny_run / "spurious/sst2/predictions" / feature / run
+            pred = pd.read_parquet(f"{base}/seed0.parquet")
+            metrics = json.loads((base / "seed0.metrics.json").read_text())
+            sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
+            cnt = pred.loc[pred["group"] == "counter", "correct"].mean()
+            assert metrics["gap"] == pytest.approx(sup - cnt) and metrics["n_supporting"] == (pred["group"] == "supporting").sum()
+            row = gaps[(gaps["feature"] == sb.feature_from_path(feature)) & (gaps["model"] == run.split("/")[0])
+                       & (gaps["method"] == run.split("/")[1])]
+            assert row["gap"].item() == pytest.approx(100 * (sup - cnt), abs=0.05)
+            assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and metrics["n_dev"] == 50
+    assert metrics["model_kind"] == "random"
+    for name in ("figure1.png", "figure1.svg", "figure2.png", "figure2.svg", "sizes.md", "categories.md"):
+        assert (tiny_run / "report/spurious" / name).stat().st_size > 0
+
+
+def test_tiny_run_balanced_training_and_best_checkpoint(tiny_run):
+    model_dir = tiny_run / "spurious/sst2/models/punctuation/exclamation/minilm"
+    balanced = json.loads((model_dir / "balanced/seed0/training.json").read_text())
+    plain = json.loads((model_dir / "finetune/seed0/training.json").read_text())
+    # 18 supporting + 2 counter -> 10 + 10; the 80 rows without the feature stay
+    assert plain["n_train"] == 100 and balanced["n_train"] == 100
+    assert [e["step"] for e in plain["eval_history"]] == [2, 4]
+    accuracies = [e["accuracy"] for e in plain["eval_history"]]
+    assert plain["best_step"] == plain["eval_history"][int(np.argmax(accuracies))]["step"]
+    assert not (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").exists() or not any(
+        (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").rglob("state.json")
+    )

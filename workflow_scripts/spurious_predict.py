@@ -1,0 +1,55 @@
+"""Adapter: a classifier's predictions on a feature's test set and dev set; the spurious gap and the ID accuracy."""
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from spurious import classifier, io, runlog
+from spurious import spuriousbench as sb
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+torch.set_num_threads(snakemake.threads)
+w = snakemake.wildcards
+s = snakemake.params.settings
+feature = sb.feature_from_path(f"{w.category}/{w.fvalue}")
+frames = {name: sb.read_split(snakemake.input[name]) for name in ("test", "dev")}
+predictions = {
+    name: classifier.predict_classifier(
+        snakemake.input.model,
+        frame,
+        batch_size=s["eval_batch_size"],
+        max_length=s["max_length"],
+        device=s["device"],
+        bf16=s["bf16"],
+        log=log.info,
+    )
+    for name, frame in frames.items()
+}
+test = predictions["test"]
+test["group"] = frames["test"]["group"].to_numpy()
+test["has_feature"] = frames["test"]["has_feature"].to_numpy()
+io.write_parquet(test, snakemake.output.predictions, metadata={"label_names": test.attrs["label_names"]})
+gap = sb.spurious_gap(test["correct"].to_numpy(), test["group"].to_numpy())
+spec = sb.FEATURES[feature]
+metrics = {
+    "dataset": w.dataset,
+    "feature": feature,
+    "category": spec.category,
+    "kind": spec.kind,
+    "model": w.model,
+    "model_kind": "random" if snakemake.params.init == "scratch" else "pretrained",
+    "method": w.sb_method,
+    "seed": int(w.seed),
+    "paper_name": snakemake.params.paper_name,
+    **gap,
+    "dev_accuracy": float(predictions["dev"]["correct"].mean()),
+    "n_dev": len(predictions["dev"]),
+}
+log.info(
+    "%s: gap %.4f (supporting %.4f, counter %.4f), dev accuracy %.4f",
+    feature, metrics["gap"], metrics["acc_supporting"], metrics["acc_counter"], metrics["dev_accuracy"],
+)
+io.write_json(metrics, snakemake.output.metrics)
