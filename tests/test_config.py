@@ -173,7 +173,7 @@ def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
     assert bench["prevalence"] == 0.2 and bench["strength"] == 0.9 and bench["target_label"] == 1
     assert bench["models"]["minilm"]["training"]["eval_every"] == "epoch"
     assert bench["models"]["random"]["training"]["learning_rate"] == 2.0e-4  # the YAML merge key keeps the rest
-    assert bench["models"]["random"]["training"]["epochs"] == 3 and bench["models"]["minilm"]["prompt"] is None
+    assert bench["models"]["random"]["training"]["epochs"] == 2 and bench["models"]["minilm"]["prompt"] is None
 
 
 @pytest.mark.parametrize(
