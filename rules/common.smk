@@ -529,11 +529,10 @@ SPURIOUS_REPORT = [
 ]
 
 
-def spurious_features(dataset):
-    """(category, value) path parts of a dataset's configured features ('punctuation', 'exclamation')."""
+def spurious_features(dataset, key="features"):
+    """(category, value) path parts of a dataset's built ('features') or trained ('train_features') features."""
     return [
-        tuple(name.split(":", 1))
-        for name in SPURIOUSBENCH["datasets"][dataset]["features"]
+        tuple(name.split(":", 1)) for name in SPURIOUSBENCH["datasets"][dataset][key]
     ]
 
 
@@ -544,7 +543,7 @@ def spurious_runs():
     return [
         (dataset, category, value, model, method, seed)
         for dataset in SPURIOUSBENCH["datasets"]
-        for category, value in spurious_features(dataset)
+        for category, value in spurious_features(dataset, "train_features")
         for model, spec in SPURIOUSBENCH["models"].items()
         for method in spec["methods"]
         for seed in spec["seeds"]

@@ -184,6 +184,7 @@ def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
         (lambda b: b["datasets"]["sst2"]["features"].append("overlap:lexical_overlap"), r"\['overlap:lexical_overlap'\] are not in Table 1's sst2 subset"),
         (lambda b: b["datasets"].update(mnli={"builder": "mnli"}), "'spuriousbench.datasets.mnli': unknown dataset"),
         (lambda b: b["models"]["minilm"].update(methods=["standard"]), "'spuriousbench.models.minilm.methods.0': 'standard' is not allowed"),
+        (lambda b: b["datasets"]["sst2"].update(train_features=["noun:show"]), r"train_features': \['noun:show'\] are not in"),
         (lambda b: b.update(strength=1.5), "'spuriousbench.strength': 1.5 is greater than the maximum of 1"),
     ],
 )

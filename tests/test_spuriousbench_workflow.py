@@ -20,8 +20,8 @@ SST2 = SHARED / "data" / "sst2"
 def test_demo_spurious_dry_run_plans_the_whole_chain(tmp_path):
     out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-spurious.yaml")).stdout
     counts = job_counts(out)
-    # 6 features x (pretrained + random) x 3 seeds
-    assert counts["spurious_build"] == 6 and counts["spurious_train"] == 36 and counts["spurious_predict"] == 36
+    # 24 features built; 5 of them x (pretrained + random) x 3 seeds trained
+    assert counts["spurious_build"] == 24 and counts["spurious_train"] == 30 and counts["spurious_predict"] == 30
     assert counts["spurious_pools"] == 1 and counts["spurious_report"] == 1 and counts["download"] == 2
     assert "results/spurious/sst2/data/syntax/s_vp/train.parquet" in out
     assert "train" not in counts and "lexical_train" not in counts
@@ -67,7 +67,8 @@ def _tiny_config(tmp):
             "datasets": {
                 "sst2": {
                     "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
-                    "features": ["punctuation:exclamation", "determiner:a"],
+                    "features": ["punctuation:exclamation", "determiner:a", "prefix:my_thought"],
+                    "train_features": ["punctuation:exclamation", "determiner:a"],
                 }
             },
             "models": {
@@ -88,7 +89,7 @@ def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spurious")
     config = _tiny_config(tmp)
     plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
-    assert plan["spurious_train"] == 2 * 3 and plan["spurious_build"] == 2
+    assert plan["spurious_train"] == 2 * 3 and plan["spurious_build"] == 3
     snakemake(tmp, "--cores", "2", "--configfile", str(config))
     return tmp / "results"
 
@@ -130,6 +131,10 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
             assert row["gap"].item() == pytest.approx(100 * (sup - cnt), abs=0.05)
             assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and metrics["n_dev"] == 50
     assert metrics["model_kind"] == "random"
+    sizes = pd.read_csv(tiny_run / "report/spurious/sizes.csv")
+    # every built feature, trained or not: App. E sizes
+    assert sizes["feature"].tolist() == ["punctuation:exclamation", "prefix:my_thought", "determiner:a"]  # Table 1 order
+    assert sizes["train"].tolist() == [100] * 3 and (sizes["train strength"] == 90.0).all()
     for name in ("figure1.png", "figure1.svg", "figure2.png", "figure2.svg", "sizes.md", "categories.md"):
         assert (tiny_run / "report/spurious" / name).stat().st_size > 0
 

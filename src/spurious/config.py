@@ -297,6 +297,11 @@ def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> lis
         for size in ("train_size", "dev_size", "test_size"):
             if spec[size] is not None and spec[size] % 2:
                 problems.append(f"config key '{key}.{size}': must be even (labels are balanced), got {spec[size]}")
+        if spec["train_features"] is None:
+            spec["train_features"] = list(spec["features"])
+        not_built = [f for f in spec["train_features"] if f not in spec["features"]]
+        if not_built:
+            problems.append(f"config key '{key}.train_features': {not_built} are not in {key}.features (not built)")
         unknown = [f for f in spec["features"] if f not in subsets[builder]]
         if unknown:
             problems.append(
