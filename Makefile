@@ -67,7 +67,8 @@ report-lexical: install
 		--report results/report-lexical.html
 	@echo "Report: results/report-lexical.html; tables and figures: results/report/lexical/"
 
-# AFLite on CPU (configs/demo-aflite.yaml): the synthetic experiment, Table 7 and Fig. 2 (< 30 min).
+# AFLite on CPU (configs/demo-aflite.yaml): the synthetic experiment (Table 7, Fig. 2) and text filtering of SST-2
+# and QNLI with MiniLM, D / D_rand / D(AFLite) (Tables 3-4 layout) (< 30 min).
 demo-aflite: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-aflite.yaml
 	$(MAKE) report-aflite
@@ -77,8 +78,8 @@ report-aflite: install
 		--report results/report-aflite.html
 	@echo "Report: results/report-aflite.html; tables and figures: results/report/aflite/"
 
-# SpuriousBench on CPU (configs/demo-spurious.yaml): the SST-2 suite, pretrained vs randomly initialised MiniLM on
-# six features (one per category), 3 seeds each; spurious gaps per feature and category, Fig. 1, Fig. 2, App. E
+# SpuriousBench on CPU (configs/demo-spurious.yaml): the SST-2 suite (24 features), pretrained vs randomly
+# initialised MiniLM on five of them, 3 seeds each; spurious gaps per feature and category, Fig. 1, Fig. 2, App. E
 # sizes (< 30 min).
 demo-spurious: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-spurious.yaml

@@ -172,8 +172,10 @@ def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
     assert sst2["train_size"] == 3000 and sst2["dev_size"] == 200 and len(sst2["features"]) == 28
     assert bench["prevalence"] == 0.2 and bench["strength"] == 0.9 and bench["target_label"] == 1
     assert bench["models"]["minilm"]["training"]["eval_every"] == "epoch"
-    assert bench["models"]["random"]["training"]["learning_rate"] == 2.0e-4  # the YAML merge key keeps the rest
-    assert bench["models"]["random"]["training"]["epochs"] == 2 and bench["models"]["minilm"]["prompt"] is None
+    random = bench["models"]["random"]["training"]
+    assert random["learning_rate"] == 1.0e-4 and random["epochs"] == 3 and random["batch_size"] == 8
+    assert random["max_length"] == 64 and random["eval_every"] == "epoch"  # the YAML merge key keeps the rest
+    assert bench["models"]["minilm"]["training"]["epochs"] == 2 and bench["models"]["minilm"]["prompt"] is None
 
 
 @pytest.mark.parametrize(

@@ -256,3 +256,13 @@ def test_figures_with_one_seed_and_one_feature(tmp_path):
     assert written(tmp_path / "f1.png", tmp_path / "f1.svg") and written(tmp_path / "f2.png", tmp_path / "f2.svg")
     with pytest.raises(ValueError, match="method 'finetune'"):
         rep.figure1([m for m in one if m["method"] == "balanced"], tmp_path / "x.png", tmp_path / "x.svg")
+
+
+def test_gap_table_counts_the_seeds_with_constant_predictions():
+    metrics = [dict(r) for r in METRICS]
+    flagged = [r for r in metrics if r["model"] == "scratch" and r["feature"] == EXCL and r["seed"] in (0, 2)]
+    for r in flagged:
+        r["constant_prediction"] = True
+    df = rep.gap_table(metrics)
+    assert row(df, feature=EXCL, model="scratch", method="finetune")["constant"] == 2
+    assert row(df, feature=SEMI, model="scratch", method="finetune")["constant"] == 0  # the key is optional

@@ -47,7 +47,12 @@ metrics = {
     **gap,
     "dev_accuracy": float(predictions["dev"]["correct"].mean()),
     "n_dev": len(predictions["dev"]),
+    # a model that predicts one label everywhere has a gap of ±1 (or 0) that says nothing about the feature
+    "predicted_target_rate": float((test["prediction"] == frames["test"].attrs["spuriousbench"]["target_label"]).mean()),
+    "constant_prediction": bool(test["prediction"].nunique() == 1),
 }
+if metrics["constant_prediction"]:
+    log.warning("%s: the model predicts label %d for every test example", feature, int(test["prediction"].iloc[0]))
 log.info(
     "%s: gap %.4f (supporting %.4f, counter %.4f), dev accuracy %.4f",
     feature, metrics["gap"], metrics["acc_supporting"], metrics["acc_counter"], metrics["dev_accuracy"],

@@ -110,6 +110,7 @@ GAP_TABLE_COLUMNS: tuple[str, ...] = (
     "dev accuracy",
     "dev accuracy ±",
     "test accuracy",
+    "constant",
 )
 CATEGORY_TABLE_COLUMNS: tuple[str, ...] = (
     "dataset",
@@ -239,6 +240,8 @@ def _metrics(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
             )
         paper_names[rec["model"]] = paper_name
         rec["paper_name"] = paper_name
+        # optional: a run that predicts one label for every test row (its gap is ±100 % or 0 and says nothing)
+        rec["constant_prediction"] = bool(r.get("constant_prediction", False))
         out.append(rec)
     return out
 
@@ -334,6 +337,7 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "dev accuracy": _mean(dev),
                 "dev accuracy ±": _std(dev),
                 "test accuracy": _mean([r["accuracy"] for r in runs]),
+                "constant": sum(r["constant_prediction"] for r in runs),
             }
         )
     df = pd.DataFrame(rows, columns=list(GAP_TABLE_COLUMNS))
@@ -341,7 +345,8 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "Spurious gap per feature (%, §2.2): accuracy on the supporting test examples (feature present, target "
         "label) minus accuracy on the counter-examples (feature present, other label); mean and sample std (±) over "
         "seeds. acc without: test examples without the feature; dev accuracy: the in-distribution dev split (same "
-        "prevalence and strength as train); test accuracy: the whole test set. All means over seeds."
+        "prevalence and strength as train); test accuracy: the whole test set. All means over seeds. constant: seeds "
+        "whose model predicts one label for every test example (its gap of ±100 or 0 only reflects that label)."
     )
     return df
 
