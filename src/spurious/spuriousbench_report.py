@@ -346,7 +346,9 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "label) minus accuracy on the counter-examples (feature present, other label); mean and sample std (±) over "
         "seeds. acc without: test examples without the feature; dev accuracy: the in-distribution dev split (same "
         "prevalence and strength as train); test accuracy: the whole test set. All means over seeds. constant: seeds "
-        "whose model predicts one label for every test example (its gap of ±100 or 0 only reflects that label)."
+        "whose model predicts one label for every test example: with a dev accuracy near 50 % it learned nothing and "
+        "its gap says nothing; where every test example has the feature (punctuation, prefixes) it may instead have "
+        "given them all the feature's label."
     )
     return df
 
@@ -555,8 +557,8 @@ def figure1(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
         handles = [Patch(color=f"C{k % 10}", alpha=0.85, label=labels[m]) for k, m in enumerate(models)]
         fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
         fig.supxlabel(
-            "bars: mean over the category's features of the mean over seeds; error bars: std over seeds averaged over "
-            "the features; dots: the features",
+            "bars: mean over the category's features of the mean over seeds;\nerror bars: std over seeds averaged "
+            "over the features; dots: the features",
             fontsize=6,
         )
         _save(fig, png_path, svg_path)
