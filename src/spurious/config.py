@@ -222,31 +222,17 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
             problems.append(f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA")
     lexical = cfg.get("lexical")
     for name, spec in (lexical or {}).get("datasets", {}).items():
-        if name not in task:
-            problems.append(f"config key 'lexical.datasets.{name}': unknown dataset; declared: {sorted(task)}")
-            continue
-        if task[name] != "classification":
-            problems.append(f"config key 'lexical.datasets.{name}': a {task[name]} dataset; the lexical track needs classification")
-        for key in ("train", "test"):
-            if spec[key] is not None and spec[key] not in available_splits(cfg, name):
-                problems.append(
-                    f"config key 'lexical.datasets.{name}.{key}': dataset {name!r} has no split {spec[key]!r}; "
-                    f"available: {sorted(available_splits(cfg, name))}"
-                )
+        problems += _classification_dataset_problems(
+            cfg, task, f"lexical.datasets.{name}", name, spec, ("train", "test"), "the lexical track"
+        )
     text = (cfg.get("aflite") or {}).get("text")
     for name, spec in (text or {}).get("datasets", {}).items():
         key = f"aflite.text.datasets.{name}"
+        problems += _classification_dataset_problems(
+            cfg, task, key, name, spec, ("train", "dev"), "the AFLite text track"
+        )
         if name not in task:
-            problems.append(f"config key '{key}': unknown dataset; declared: {sorted(task)}")
             continue
-        if task[name] != "classification":
-            problems.append(f"config key '{key}': a {task[name]} dataset; AFLite's text experiments need classification")
-        for split in ("train", "dev"):
-            if spec[split] not in available_splits(cfg, name):
-                problems.append(
-                    f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
-                    f"available: {sorted(available_splits(cfg, name))}"
-                )
         if spec["train"] == spec["dev"]:
             problems.append(f"config key '{key}': train and dev are the same split {spec['train']!r}")
         if text["representation"]["source"] == "file" and not spec.get("features"):
@@ -267,6 +253,31 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
 
+def _classification_dataset_problems(
+    cfg: Mapping[str, Any],
+    task: Mapping[str, str],
+    key: str,
+    name: str,
+    spec: Mapping[str, Any],
+    split_keys: tuple[str, ...],
+    track: str,
+) -> list[str]:
+    """A track's dataset entry ``key``: the dataset is declared, is a classification dataset, and each split named
+    under ``split_keys`` (null allowed) exists."""
+    if name not in task:
+        return [f"config key '{key}': unknown dataset; declared: {sorted(task)}"]
+    problems = []
+    if task[name] != "classification":
+        problems.append(f"config key '{key}': a {task[name]} dataset; {track} needs classification")
+    for split in split_keys:
+        if spec[split] is not None and spec[split] not in available_splits(cfg, name):
+            problems.append(
+                f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
+                f"available: {sorted(available_splits(cfg, name))}"
+            )
+    return problems
+
+
 def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> list[str]:
     """Datasets and splits exist, features belong to the builder's Table 1 subset; fills in the paper's sizes and
     the builder's features where the config leaves them out."""
@@ -283,17 +294,9 @@ def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> lis
         spec.setdefault("train_size", sb.PAPER_SIZES[builder]["train"])
         spec.setdefault("dev_size", sb.PAPER_SIZES[builder]["dev"])
         spec.setdefault("features", list(subsets[builder]))
+        problems += _classification_dataset_problems(cfg, task, key, name, spec, ("train", "test"), "SpuriousBench")
         if name not in task:
-            problems.append(f"config key '{key}': unknown dataset; declared: {sorted(task)}")
             continue
-        if task[name] != "classification":
-            problems.append(f"config key '{key}': a {task[name]} dataset; SpuriousBench needs classification")
-        for split in ("train", "test"):
-            if spec[split] not in available_splits(cfg, name):
-                problems.append(
-                    f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
-                    f"available: {sorted(available_splits(cfg, name))}"
-                )
         for size in ("train_size", "dev_size", "test_size"):
             if spec[size] is not None and spec[size] % 2:
                 problems.append(f"config key '{key}.{size}': must be even (labels are balanced), got {spec[size]}")
