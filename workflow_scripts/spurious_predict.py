@@ -2,6 +2,7 @@
 
 from typing import TYPE_CHECKING
 
+import pandas as pd
 import torch
 
 from spurious import classifier, io, runlog
@@ -16,19 +17,22 @@ w = snakemake.wildcards
 s = snakemake.params.settings
 feature = sb.feature_from_path(f"{w.category}/{w.fvalue}")
 frames = {name: sb.read_split(snakemake.input[name]) for name in ("test", "dev")}
-predictions = {
-    name: classifier.predict_classifier(
-        snakemake.input.model,
-        frame,
-        batch_size=s["eval_batch_size"],
-        max_length=s["max_length"],
-        device=s["device"],
-        bf16=s["bf16"],
-        log=log.info,
-    )
-    for name, frame in frames.items()
-}
-test = predictions["test"]
+# one pass of the model over test and dev together: the checkpoint is loaded once
+both = pd.concat([frames[name][["id", "text_a", "text_b", "label"]] for name in ("test", "dev")], ignore_index=True)
+both.attrs["label_names"] = frames["test"].attrs["label_names"]
+predicted = classifier.predict_classifier(
+    snakemake.input.model,
+    both,
+    batch_size=s["eval_batch_size"],
+    max_length=s["max_length"],
+    device=s["device"],
+    bf16=s["bf16"],
+    log=log.info,
+)
+n_test = len(frames["test"])
+test = predicted.iloc[:n_test].reset_index(drop=True)
+test.attrs["label_names"] = predicted.attrs["label_names"]
+dev_correct = predicted["correct"].to_numpy()[n_test:]
 test["group"] = frames["test"]["group"].to_numpy()
 test["has_feature"] = frames["test"]["has_feature"].to_numpy()
 io.write_parquet(test, snakemake.output.predictions, metadata={"label_names": test.attrs["label_names"]})
@@ -45,8 +49,8 @@ metrics = {
     "seed": int(w.seed),
     "paper_name": snakemake.params.paper_name,
     **gap,
-    "dev_accuracy": float(predictions["dev"]["correct"].mean()),
-    "n_dev": len(predictions["dev"]),
+    "dev_accuracy": float(dev_correct.mean()),
+    "n_dev": len(dev_correct),
     # a model that predicts one label everywhere has a gap of ±1 (or 0) that says nothing about the feature
     "predicted_target_rate": float((test["prediction"] == frames["test"].attrs["spuriousbench"]["target_label"]).mean()),
     "constant_prediction": bool(test["prediction"].nunique() == 1),

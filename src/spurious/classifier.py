@@ -384,10 +384,10 @@ def train_classifier(
             k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
         },
         "train": ids_sha256(train_frame["id"].astype(str).tolist()),
-        "labels": hashlib.sha256(data.labels.tobytes()).hexdigest()[:16],
+        "labels": _sha_labels(data.labels),
         "weights": _weights_sha(weights),
     }
-    if eval_frame is not None and eval_data is not None:
+    if eval_frame is not None:
         payload["eval"] = {
             "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
             "labels": _sha_labels(eval_data.labels),
@@ -524,13 +524,11 @@ def train_classifier(
                         f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
                     )
                     window = []
-                if eval_due():
+                if eval_due():  # also after the last step
                     evaluate()
                 every = int(s["checkpoint_every"] or 0)
                 if every and state.step % every == 0 and state.step < total_steps:
                     checkpoint()
-            if eval_due():
-                evaluate()
         except StopRequested:
             path = checkpoint()
             assert guard.signum is not None

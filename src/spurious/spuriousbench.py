@@ -1293,33 +1293,25 @@ def build_suite(
         t0 = time.perf_counter()
         try:
             entry = {
-                "train": construct_split(
-                    pools["train"],
+                split: construct_split(
+                    pools[split],
                     spec,
-                    size=train_size,
+                    size=size,
                     prevalence=prevalence,
                     strength=strength,
-                    seed=_derived_seed(seed, spec.name, "train"),
+                    seed=_derived_seed(seed, spec.name, split),
                     **common,
-                ),
-                "dev": construct_split(
-                    pools["dev"],
-                    spec,
-                    size=dev_size,
-                    prevalence=prevalence,
-                    strength=strength,
-                    seed=_derived_seed(seed, spec.name, "dev"),
-                    **common,
-                ),
-                "test": construct_test(
-                    pools["test"],
-                    spec,
-                    size=test_size,
-                    feature_rate=test_feature_rate,
-                    seed=_derived_seed(seed, spec.name, "test"),
-                    **common,
-                ),
+                )
+                for split, size in (("train", train_size), ("dev", dev_size))
             }
+            entry["test"] = construct_test(
+                pools["test"],
+                spec,
+                size=test_size,
+                feature_rate=test_feature_rate,
+                seed=_derived_seed(seed, spec.name, "test"),
+                **common,
+            )
             out["features"][spec.name] = entry
         except ValueError as exc:
             if errors == "raise":
