@@ -108,9 +108,9 @@ def test_rule_first_positive_accepted_with_small_segments() -> None:
     entries = [_entry(None, 100, 9900, valid=False), _entry(0.0, 900, 9100), _entry(5.0, 1000, 9000)]
     # A zero distance is not accepted as the first; the first positive one is, although 1000 <= 1600.
     assert select_best_threshold(entries, 800) == 2
-    # The reference code's literal behaviour: the first *valid* entry (distance 0) is taken, after which the
-    # small-segment entry (1000 <= 1600) cannot replace it.
-    assert select_best_threshold(entries, 800, compat_accept_first_valid=True) == 1
+    # A fixed threshold's report (measure_at_threshold) takes the first valid entry at distance 0, after which the
+    # small-segment entry (1000 <= 1600) cannot replace it; a search never does (the reference requires d > 0).
+    assert select_best_threshold(entries, 800, accept_zero_distance=True) == 1
 
 
 def test_rule_small_first_best_is_replaced_by_large_segments() -> None:
@@ -199,9 +199,9 @@ def test_search_no_threshold_reports_zero() -> None:
     assert all(v is None for g in res["groups"].values() for v in g.values())
     assert all(e["distance_em"] == 0.0 for e in res["grid"] if e["valid"])
     json.dumps(res, allow_nan=False)
-    # The reference code's literal rule takes the first valid entry at distance 0.
+    # Reporting one given threshold (measure_at_threshold) keeps the first valid entry at distance 0.
     compat = search_threshold(
-        values, em, em, heuristic="ans-pos", sample_size=10, iterations=20, compat_accept_first_valid=True
+        values, em, em, heuristic="ans-pos", sample_size=10, iterations=20, accept_zero_distance=True
     )
     assert compat["found"] is True and compat["threshold"] == 0.0 and compat["prediction_bias"] == 0.0
 

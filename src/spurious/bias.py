@@ -17,9 +17,8 @@ is implemented:
   (the reference builds the grid on all rows; with a sentinel the minimum is ``-1`` and the grid starts at 0 either
   way unless every real value is positive), and :func:`split_by_threshold` drops them too unless
   ``compat_sentinels_in_low``;
-* the first accepted threshold must have a *positive* EM distance (reference-notes §A.3 step 6, paper App. C "only
-  one significant threshold"); the reference code literally accepts the first *valid* threshold even at distance 0,
-  reproduced by ``compat_accept_first_valid=True``;
+* (not a difference: the first accepted threshold must have a *positive* EM distance, as in the reference,
+  reference-notes §A.3 step 6, and paper App. C "only one significant threshold");
 * no threshold gives ``found=False`` and prediction bias 0.0 (the reference returns ``-1``, which its downstream
   scripts report as 0).
 """
@@ -179,7 +178,7 @@ def interval_distance(low_q025: float, low_q975: float, high_q025: float, high_q
 
 
 def select_best_threshold(
-    entries: Sequence[Mapping[str, Any]], sample_size: int, *, compat_accept_first_valid: bool = False
+    entries: Sequence[Mapping[str, Any]], sample_size: int, *, accept_zero_distance: bool = False
 ) -> int | None:
     """Index of the chosen grid entry (reference-notes §A.3 step 6), or ``None``.
 
@@ -188,8 +187,8 @@ def select_best_threshold(
     Afterwards accept an entry if ``(d > best or (d > 0 and the current best's smaller segment < 2*sample_size))``
     and both its segments exceed ``2*sample_size`` (the reference's hard-coded 1600 for ``sample_size=800``). So a
     later, larger-segment threshold can replace a small-segment first hit even with a smaller distance.
-    ``compat_accept_first_valid=True`` reproduces the reference code literally: its initial ``max_distance = -1``
-    makes the first *valid* entry acceptable even at distance 0.
+    ``accept_zero_distance=True`` accepts the first valid entry even at distance 0: not a search rule (the reference
+    requires a positive distance) but what :func:`measure_at_threshold` needs to report a single given threshold.
     """
     two_k = 2 * sample_size
     best: int | None = None
@@ -201,7 +200,7 @@ def select_best_threshold(
         d = float(entry["distance_em"])
         size_low, size_high = int(entry["size_low"]), int(entry["size_high"])
         if best is None:
-            accept = d >= 0.0 if compat_accept_first_valid else d > 0.0
+            accept = d >= 0.0 if accept_zero_distance else d > 0.0
         else:
             accept = (
                 (d > best_distance or (d > 0.0 and best_smaller < two_k)) and size_low > two_k and size_high > two_k
@@ -233,13 +232,14 @@ def search_threshold(
     seed: int = 0,
     with_replacement: bool = False,
     drop_negative: bool | None = None,
-    compat_accept_first_valid: bool = False,
+    accept_zero_distance: bool = False,
     thresholds: ArrayLike | None = None,
 ) -> dict[str, Any]:
     """Search the threshold that maximises the prediction bias of one heuristic (Alg. 1 + App. C).
 
     ``thresholds`` replaces the grid of candidates (default :func:`threshold_grid` of the values); see
-    :func:`measure_at_threshold` for a single fixed one.
+    :func:`measure_at_threshold` for a single fixed one (it passes ``accept_zero_distance=True``, see
+    :func:`select_best_threshold`; a search keeps the default, the reference's positive-distance rule).
 
     ``values``, ``em`` and ``f1`` are aligned per evaluated example (EM 0/100, F1 0..100). ``drop_negative``
     (default: ``heuristic in DROP_NEGATIVE_HEURISTICS``) removes rows with ``values < 0`` before the grid and the
@@ -308,7 +308,7 @@ def search_threshold(
             stats[i] = (low, high)
         entries.append(entry)
 
-    best = select_best_threshold(entries, sample_size, compat_accept_first_valid=compat_accept_first_valid)
+    best = select_best_threshold(entries, sample_size, accept_zero_distance=accept_zero_distance)
     groups: dict[str, dict[str, Any]]
     if best is None:
         groups = {g: {"size": None, **dict.fromkeys(_STAT_KEYS)} for g in GROUPS}
@@ -374,7 +374,7 @@ def measure_at_threshold(
         seed=seed,
         with_replacement=with_replacement,
         drop_negative=drop_negative,
-        compat_accept_first_valid=True,
+        accept_zero_distance=True,
         thresholds=[float(threshold)],
     )
 

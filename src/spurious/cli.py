@@ -346,7 +346,6 @@ def cmd_bias(args: argparse.Namespace) -> int:
             iterations=args.iterations,
             seed=args.seed,
             with_replacement=args.with_replacement,
-            compat_accept_first_valid=args.accept_first_valid,
         )
         results.append({"model": model, "dataset": dataset, **result})
 
@@ -577,11 +576,6 @@ def build_parser() -> argparse.ArgumentParser:
         "--with-replacement",
         action="store_true",
         help="draw with replacement (a true bootstrap; the paper's code draws without)",
-    )
-    p.add_argument(
-        "--accept-first-valid",
-        action="store_true",
-        help="the reference code's rule: accept the first valid threshold even at distance 0",
     )
     p.add_argument("--allow-missing", action="store_true", help="score questions without a prediction 0")
     p.add_argument("--model", default=None, help="model name stored in --json (default: the predictions file name)")
