@@ -18,7 +18,9 @@ from spurious.debias import (
     LearnedMixinGate,
     LearnedMixinObjective,
     TokenGate,
+    choose_scale,
     confidence_regularization_loss,
+    gate_summary,
     learned_mixin_h_loss,
     masked_log_softmax,
     resample_segments,
@@ -38,8 +40,9 @@ def _valid_positions(mask: np.ndarray, row: int) -> list[int]:
     return [j for j in range(mask.shape[1]) if mask[row, j]]
 
 
-def _lmix_clark_reference(z, gold, bias, gate, mask, scale, entropy_weight):
-    """Clark's LearnedMixin+H, one (start or end) side: per-row NLL and entropy."""
+def _lmix_clark_reference(z, gold, bias, gate, mask, scale, entropy_weight, entropy_on="bias"):
+    """Clark's LearnedMixin+H, one (start or end) side: per-row NLL (rescaled bias in the mixture) and entropy (of
+    the unrescaled bias distribution by default, of the rescaled one with ``entropy_on="rescaled"``)."""
     nlls, entropies = [], []
     for b in range(z.shape[0]):
         pos = _valid_positions(mask, b)
@@ -49,8 +52,9 @@ def _lmix_clark_reference(z, gold, bias, gate, mask, scale, entropy_weight):
         combined = {j: math.log(p_main[j]) + gate[b] * math.log(rescaled[j]) for j in pos}
         log_norm = math.log(sum(math.exp(v) for v in combined.values()))
         nlls.append(log_norm - combined[gold[b]])
-        # softmax(g·log p') written as the normalised power p'^g
-        powered = {j: rescaled[j] ** gate[b] for j in pos}
+        # softmax(g·log p) written as the normalised power p^g
+        penalised = rescaled if entropy_on == "rescaled" else p_bias
+        powered = {j: penalised[j] ** gate[b] for j in pos}
         norm = sum(powered.values())
         entropies.append(-sum(v / norm * math.log(v / norm) for v in powered.values()))
     return np.array(nlls), np.array(entropies)
@@ -245,7 +249,74 @@ def test_lmix_scale_zero_is_plain_cross_entropy(span_batch):
         ce_e = -math.log(_softmax_over(d["end"][b], pos)[d["gold_end"][b]])
         ce.append((ce_s + ce_e) / 2)
     assert stats["nll"] == pytest.approx(np.mean(ce), abs=1e-5)
-    assert stats["entropy"] == pytest.approx(np.mean([math.log(4), math.log(3)]), abs=1e-5)
+    # the entropy penalty is on the unrescaled bias distribution, so s does not flatten it ...
+    _, h_s = _lmix_clark_reference(d["start"], d["gold_start"], d["bias_start"], d["gate"], mask, 0.0, 0.4)
+    _, h_e = _lmix_clark_reference(d["end"], d["gold_end"], d["bias_end"], d["gate"], mask, 0.0, 0.4)
+    assert stats["entropy"] == pytest.approx(np.mean((h_s + h_e) / 2), abs=1e-5)
+    assert stats["entropy"] < np.mean([math.log(4), math.log(3)]) - 0.05
+    # ... on the rescaled one (round-1 formula) it is uniform at s = 0
+    _, rescaled_stats = _lmix(d, scale=0.0, entropy_on="rescaled")
+    assert rescaled_stats["entropy"] == pytest.approx(np.mean([math.log(4), math.log(3)]), abs=1e-5)
+
+
+# Hand-computed LMix values. Valid positions 0 and 1 (position 2 masked, with logits that would matter if it were
+# not), main logits [0, 0] -> p_main = [1/2, 1/2]; bias logits [ln 3, 0] -> p_b = [3/4, 1/4]; gate g = 2; gold 0.
+# s = 1: the mixture is p_main·p_b^2 ∝ [9, 1], NLL = ln(10/9); the entropy term softmax(2·ln p_b) = [9/10, 1/10].
+# s = 1/2: p'_b = [5/8, 3/8], mixture ∝ [25, 9], NLL = ln(34/25); the entropy stays that of [9/10, 1/10] (unrescaled)
+# and is that of [25/34, 9/34] with entropy_on="rescaled".
+
+
+def _two_point_entropy(p: float) -> float:
+    return -(p * math.log(p) + (1 - p) * math.log(1 - p))
+
+
+def _hand_batch():
+    z = torch.tensor([[0.0, 0.0, 5.0]])
+    bias = torch.tensor([[math.log(3.0), 0.0, 7.0]])
+    gold = torch.tensor([0])
+    mask = torch.tensor([[True, True, False]])
+    return z, bias, gold, mask
+
+
+@pytest.mark.parametrize(
+    ("scale", "entropy_on", "nll", "entropy"),
+    [
+        (1.0, "bias", math.log(10 / 9), _two_point_entropy(0.9)),
+        (1.0, "rescaled", math.log(10 / 9), _two_point_entropy(0.9)),
+        (0.5, "bias", math.log(34 / 25), _two_point_entropy(0.9)),
+        (0.5, "rescaled", math.log(34 / 25), _two_point_entropy(25 / 34)),
+    ],
+)
+def test_lmix_hand_computed_with_masking(scale, entropy_on, nll, entropy):
+    z, bias, gold, mask = _hand_batch()
+    loss, stats = learned_mixin_h_loss(
+        z, z, gold, gold, bias, bias, torch.tensor([2.0]), valid_mask=mask, entropy_weight=0.4, scale=scale,
+        entropy_on=entropy_on,
+    )
+    assert stats["nll"] == pytest.approx(nll, abs=1e-6)
+    assert stats["entropy"] == pytest.approx(entropy, abs=1e-6)
+    assert loss.item() == pytest.approx(nll + 0.4 * entropy, abs=1e-6)
+    assert stats["gate"] == pytest.approx(2.0) and stats["gate_max"] == pytest.approx(2.0)
+
+
+def test_lmix_at_full_scale_is_clarks_loss_without_rescaling():
+    # s = 1: NLL of log_softmax(log_softmax(z) + g·log_softmax(b)) + w·H(softmax(g·log_softmax(b))), written directly
+    rng = np.random.default_rng(11)
+    z, b = _t(rng.normal(size=(4, 6))), _t(rng.normal(scale=3.0, size=(4, 6)))
+    gold, gate = torch.tensor([0, 3, 5, 1]), _t([0.3, 1.0, 2.2, 4.0])
+    loss, stats = learned_mixin_h_loss(z, z, gold, gold, b, b, gate, valid_mask=None, entropy_weight=0.7, scale=1.0)
+    scaled = gate[:, None] * b.log_softmax(-1)
+    clark_nll = F.cross_entropy(z.log_softmax(-1) + scaled, gold)
+    q = scaled.log_softmax(-1)
+    clark_h = -(q.exp() * q).sum(-1).mean()
+    assert loss.item() == pytest.approx((clark_nll + 0.7 * clark_h).item(), abs=1e-5)
+    assert stats["gate_q50"] == pytest.approx(float(torch.quantile(gate, 0.5)), abs=1e-6)
+    assert stats["gate_q10"] <= stats["gate_q50"] <= stats["gate_q90"] <= stats["gate_max"]
+
+
+def test_lmix_rejects_an_unknown_entropy_target(span_batch):
+    with pytest.raises(ValueError, match="entropy_on"):
+        _lmix(span_batch, entropy_on="teacher")
 
 
 def test_lmix_isbiased_compat_matches_direct_computation(span_batch):
@@ -516,7 +587,7 @@ def test_lmix_objective_on_memmapped_logits(loop_batch):
     end = torch.randn(3, 7, requires_grad=True)
     hidden = torch.randn(3, 7, 16)
     loss, stats = objective(start, end, hidden, batch, index)
-    assert torch.isfinite(loss) and set(stats) == {"nll", "entropy", "gate"}
+    assert torch.isfinite(loss) and set(stats) == {"nll", "entropy", "gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"}
     loss.backward()
     grads = [p.grad for p in objective.parameters()]
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
@@ -724,3 +795,35 @@ def test_stored_logits_follow_left_padding():
     right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
     start, _ = _gather_logits(store, np.array([0, 2]), like, right)
     assert start.tolist() == [[1, 2, 3, 0, 0], [7, 8, 9, 10, 11]]
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The scale search's choice and the gate summary
+
+
+def test_choose_scale_takes_the_best_and_breaks_ties_towards_the_smaller_scale():
+    candidates = [{"scale": 0.8, "f1": 60.0}, {"scale": 0.2, "f1": 50.0}, {"scale": 0.5, "f1": 60.0}]
+    choice = choose_scale(candidates, metric="f1")
+    assert choice["scale"] == 0.5 and choice["score"] == 60.0 and choice["metric"] == "f1"
+    assert [c["scale"] for c in choice["candidates"]] == [0.2, 0.5, 0.8]
+    assert choose_scale([{"scale": 0.9, "exact_match": 3.0}, {"scale": 0.1, "exact_match": 2.0}], metric="exact_match")[
+        "scale"
+    ] == 0.9
+    with pytest.raises(ValueError, match="at least two"):
+        choose_scale(candidates[:1], metric="f1")
+    with pytest.raises(ValueError, match="appears twice"):
+        choose_scale([*candidates, {"scale": 0.2, "f1": 1.0}], metric="f1")
+    with pytest.raises(ValueError, match="non-finite"):
+        choose_scale([{"scale": 0.2, "f1": float("nan")}, {"scale": 0.4, "f1": 1.0}], metric="f1")
+    with pytest.raises(ValueError, match="lacks"):
+        choose_scale(candidates, metric="exact_match")
+
+
+def test_gate_summary_of_the_last_tenth_of_training():
+    rows = [{"step": i, "loss": 1.0, "gate": i / 10, "gate_q10": i / 20, "gate_q90": i / 5, "gate_max": i} for i in range(1, 21)]
+    g = gate_summary([{"step": 0, "loss": 9.0}, *rows])  # rows without a gate (another objective) are skipped
+    assert g["steps"] == 20 and g["final_steps"] == 2 and g["first_mean"] == pytest.approx(0.1)
+    assert g["final_mean"] == pytest.approx(1.95) and g["final_q10"] == pytest.approx(0.975)
+    assert g["final_q90"] == pytest.approx(3.9) and g["final_max"] == 20
+    with pytest.raises(ValueError, match="no gate values"):
+        gate_summary([{"step": 1, "loss": 1.0}])

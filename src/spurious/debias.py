@@ -25,7 +25,8 @@ s = 0.2 for both by default (the B.2.1 value for LMix, the code's value for CReg
 from __future__ import annotations
 
 import math
-from typing import Literal
+from collections.abc import Mapping, Sequence
+from typing import Any, Literal
 
 import numpy as np
 import pandas as pd
@@ -214,17 +215,79 @@ class TokenGate(nn.Module):
 
 
 def _lmix_clark_position(
-    logits: Tensor, gold: Tensor, bias_logits: Tensor, gate: Tensor, mask: Tensor, scale: float
+    logits: Tensor, gold: Tensor, bias_logits: Tensor, gate: Tensor, mask: Tensor, scale: float, entropy_on: str
 ) -> tuple[Tensor, Tensor]:
-    """Per-example NLL and bias entropy of one position distribution (start or end), Clark's formula."""
+    """Per-example NLL and bias entropy of one position distribution (start or end), Clark's formula.
+
+    The mixed NLL uses the rescaled bias ``p'_b``; the entropy penalty uses ``softmax(g·log p_b)`` of the *unrescaled*
+    bias distribution (``entropy_on="bias"``, as Clark et al.'s QA loss, which has no rescaling) or of ``p'_b``
+    (``entropy_on="rescaled"``, our round-1 formula). The uniform floor ``(1 − s)/T`` of ``p'_b`` caps its contrast at
+    ``log(1 + sT/(1 − s))`` nats, so its entropy only falls once the gate grows large, and a large gate makes the bias
+    term dominate the mixture (the main model then learns to cancel it instead of answering).
+    """
     log_p_main = masked_log_softmax(logits, mask)
     log_p_bias = _log_rescaled_bias(bias_logits, scale, mask)
     # zero (not -inf) outside the mask before scaling by g: g·(-inf) is NaN where g underflows to 0
     bias_term = gate[:, None] * log_p_bias.masked_fill(~mask, 0.0)
     combined = masked_log_softmax(log_p_main.masked_fill(~mask, 0.0) + bias_term, mask)
     nll = -combined.gather(1, gold[:, None]).squeeze(1)
-    entropy = _masked_entropy(masked_log_softmax(bias_term, mask), mask)
+    if entropy_on == "rescaled":
+        entropy_term = bias_term
+    else:
+        entropy_term = gate[:, None] * masked_log_softmax(bias_logits.detach(), mask).masked_fill(~mask, 0.0)
+    entropy = _masked_entropy(masked_log_softmax(entropy_term, mask), mask)
     return nll, entropy
+
+
+ENTROPY_ON = ("bias", "rescaled")
+GATE_KEYS = ("gate", "gate_q10", "gate_q50", "gate_q90", "gate_max")
+
+
+def gate_summary(train_losses: Sequence[Mapping[str, Any]], final_fraction: float = 0.1) -> dict[str, Any]:
+    """The LMix gate at the end of training, from the ``train_losses`` rows of ``train_qa`` (one per step, each with
+    the step's batch mean, quantiles and maximum of the gate: :func:`gate_statistics`, averaged over micro-batches).
+
+    ``final_*`` average the last ``final_fraction`` of the steps (at least one): ``final_mean`` is the gate's mean,
+    ``final_q10``/``final_q50``/``final_q90`` its quantiles, ``final_max`` the largest value seen in those steps;
+    ``first_mean`` is the first step's mean, for contrast. A gate that grows without bound (the bias term taking
+    over the mixture) shows here without reading logs.
+    """
+    rows = [r for r in train_losses if "gate" in r]
+    if not rows:
+        raise ValueError("no gate values among the training-loss rows (not an LMix run?)")
+    if not 0.0 < final_fraction <= 1.0:
+        raise ValueError(f"final_fraction must lie in (0, 1], got {final_fraction!r}")
+    tail = rows[-max(1, math.ceil(final_fraction * len(rows))) :]
+
+    def mean(key: str) -> float:
+        return float(np.mean([r.get(key, r["gate"]) for r in tail]))
+
+    return {
+        "steps": len(rows),
+        "final_steps": len(tail),
+        "first_mean": float(rows[0]["gate"]),
+        "final_mean": mean("gate"),
+        "final_q10": mean("gate_q10"),
+        "final_q50": mean("gate_q50"),
+        "final_q90": mean("gate_q90"),
+        "final_max": float(max(r.get("gate_max", r["gate"]) for r in tail)),
+    }
+
+
+def gate_statistics(gate: Tensor) -> dict[str, float]:
+    """Mean and quantiles (10/50/90 %) and maximum of a batch's gate values, for the training record.
+
+    A gate that runs away (the bias term dominating the mixture) shows here long before it shows in the scores.
+    """
+    values = gate.detach().float().flatten()
+    q = torch.quantile(values, torch.tensor([0.1, 0.5, 0.9], dtype=values.dtype, device=values.device))
+    return {
+        "gate": float(values.mean()),
+        "gate_q10": float(q[0]),
+        "gate_q50": float(q[1]),
+        "gate_q90": float(q[2]),
+        "gate_max": float(values.max()),
+    }
 
 
 def _lmix_isbiased_position(
@@ -252,15 +315,21 @@ def learned_mixin_h_loss(
     scale: float = 0.2,
     compat: Compat = None,
     mask_non_context: bool = True,
+    entropy_on: str = "bias",
 ) -> tuple[Tensor, dict[str, float]]:
-    """LearnedMixin+H training loss for span QA; returns ``(loss, {"nll", "entropy", "gate"})`` (floats for logging).
+    """LearnedMixin+H training loss for span QA; returns ``(loss, stats)``: floats for logging, ``nll``, ``entropy``
+    and the gate's distribution over the batch (``gate`` = its mean, ``gate_q10``/``q50``/``q90``, ``gate_max``).
 
     Default (Clark et al. 2019, reference-notes §B.1), for start and end separately: ``ℓ = log_softmax(z)``,
     ``log p'_b = log rescale_bias_probs(softmax(b), s)``, NLL of ``softmax(ℓ + g·log p'_b)`` at the gold position and
-    the entropy of ``softmax(g·log p'_b)``, all softmaxes over ``valid_mask`` (over every position with
-    ``mask_non_context=False``, the reference behaviour, or ``valid_mask=None``). ``gate`` is ``[B]``, one scalar per
-    example shared by start and end. Loss = mean_B (NLL_s + NLL_e)/2 + ``entropy_weight``·mean_B (H_s + H_e)/2. The
-    entropy penalty stops the gate from switching the bias off (g = 0 would otherwise be an easy way out).
+    the entropy of ``softmax(g·log p_b)`` with ``p_b = softmax(b)`` *unrescaled* (the rescaling only tempers the bias
+    in the mixture; Clark's QA loss, which has no rescaling, and the authors' Adaptor objective keep it out of the
+    entropy), all softmaxes over ``valid_mask`` (over every position with ``mask_non_context=False``, the reference
+    behaviour, or ``valid_mask=None``). With s = 1 this is Clark's loss exactly. ``entropy_on="rescaled"`` puts the
+    penalty on ``softmax(g·log p'_b)`` instead (our round-1 formula; it drives the gate up, see
+    ``_lmix_clark_position``). ``gate`` is ``[B]``, one scalar per example shared by start and end. Loss =
+    mean_B (NLL_s + NLL_e)/2 + ``entropy_weight``·mean_B (H_s + H_e)/2. The entropy penalty stops the gate from
+    switching the bias off (g = 0 would otherwise be an easy way out).
 
     ``compat="isbiased"`` (reference-notes §B.2): ``gate`` is per token ``[B, T]``, ``s_t = g_t·b_t`` on the *raw*
     bias logits (no softmax, no rescaling), loss_pos = CE(z + scale·s, gold) + entropy_weight·mean_B H(softmax(s)),
@@ -272,6 +341,8 @@ def learned_mixin_h_loss(
     """
     _check_compat(compat)
     _check_scale(scale)
+    if entropy_on not in ENTROPY_ON:
+        raise ValueError(f"entropy_on must be one of {ENTROPY_ON}, got {entropy_on!r}")
     _check_logits("start_logits", start_logits)
     shape = start_logits.shape
     others = {"end_logits": end_logits, "bias_start_logits": bias_start_logits, "bias_end_logits": bias_end_logits}
@@ -301,12 +372,12 @@ def learned_mixin_h_loss(
         mask = _resolve_mask(valid_mask, start_logits, mask_non_context)
         _check_gold_valid(mask, gold_start, "start_positions")
         _check_gold_valid(mask, gold_end, "end_positions")
-        nll_s, h_s = _lmix_clark_position(start_logits, gold_start, bias_start_logits, gate, mask, scale)
-        nll_e, h_e = _lmix_clark_position(end_logits, gold_end, bias_end_logits, gate, mask, scale)
+        nll_s, h_s = _lmix_clark_position(start_logits, gold_start, bias_start_logits, gate, mask, scale, entropy_on)
+        nll_e, h_e = _lmix_clark_position(end_logits, gold_end, bias_end_logits, gate, mask, scale, entropy_on)
         nll = ((nll_s + nll_e) / 2).mean()
         entropy = ((h_s + h_e) / 2).mean()
         loss = nll + entropy_weight * entropy
-    stats = {"nll": float(nll.detach()), "entropy": float(entropy.detach()), "gate": float(gate.detach().mean())}
+    stats = {"nll": float(nll.detach()), "entropy": float(entropy.detach()), **gate_statistics(gate)}
     return loss, stats
 
 
@@ -541,13 +612,17 @@ class LearnedMixinObjective(nn.Module):
         compat: Compat = None,
         mask_non_context: bool = True,
         gate_dim: int = 50,
+        entropy_on: str = "bias",
     ) -> None:
         super().__init__()
         _check_compat(compat)
         _check_scale(scale)
+        if entropy_on not in ENTROPY_ON:
+            raise ValueError(f"entropy_on must be one of {ENTROPY_ON}, got {entropy_on!r}")
         _check_logit_store("bias_logits", bias_logits)
         self.bias_logits = bias_logits
         self.entropy_weight = entropy_weight
+        self.entropy_on = entropy_on
         self.scale = scale
         self.compat = compat
         self.mask_non_context = mask_non_context
@@ -582,6 +657,7 @@ class LearnedMixinObjective(nn.Module):
             scale=self.scale,
             compat=self.compat,
             mask_non_context=self.mask_non_context,
+            entropy_on=self.entropy_on,
         )
 
 
@@ -639,3 +715,33 @@ class ConfidenceRegularizationObjective(nn.Module):
             compat=self.compat,
             mask_non_context=self.mask_non_context,
         )
+
+
+# ---------------------------------------------------------------------------------------------------------------------
+# The paper's scale search (App. B.2.4)
+
+
+def choose_scale(candidates: Sequence[Mapping[str, Any]], *, metric: str) -> dict[str, Any]:
+    """The best of a scale search's candidates: ``[{"scale": s, metric: value, ...}]`` → the choice record.
+
+    Higher ``metric`` is better (in-distribution EM or F1 of the debiased model, App. B.2.4); ties go to the smaller
+    scale (the milder rescaling). Returns ``{"scale", "metric", "score", "candidates"}`` with the candidates sorted by
+    scale, so the file that every debiased run of the method reads shows how the choice was made.
+    """
+    if len(candidates) < 2:
+        raise ValueError(f"a scale search needs at least two candidates, got {len(candidates)}")
+    rows = []
+    for c in candidates:
+        if "scale" not in c or metric not in c:
+            raise ValueError(f"a scale-search candidate lacks 'scale' or {metric!r}: keys {sorted(c)}")
+        _check_scale(c["scale"])
+        value = float(c[metric])
+        if not math.isfinite(value):
+            raise ValueError(f"the candidate at scale {c['scale']} has a non-finite {metric}: {c[metric]!r}")
+        rows.append(dict(c, scale=float(c["scale"]), score=value))
+    scales = [r["scale"] for r in rows]
+    if len(set(scales)) != len(scales):
+        raise ValueError(f"a scale appears twice among the candidates: {sorted(scales)}")
+    rows.sort(key=lambda r: r["scale"])
+    best = max(rows, key=lambda r: (r["score"], -r["scale"]))
+    return {"scale": best["scale"], "metric": metric, "score": best["score"], "candidates": rows}
