@@ -11,6 +11,8 @@ HUMAN_ANNOTATORS = [0, 1, 2]
 
 DEBIAS = config.get("debias")
 DEBIAS_METHODS = ("resam", "lmix", "creg")
+# the matched control of the debiased runs: standard fine-tuning on their data, budget, initialisation and seeds
+CONTROL = "plain"
 
 
 def split_file(dataset, split):
@@ -31,8 +33,8 @@ def split_file(dataset, split):
 
 
 def parse_run(run):
-    """'<model>/seed<s>' (original), '<model>/<method>/<heuristic>/seed<s>' (debiased or bias model) or
-    'human/annotator<k>' -> its parts."""
+    """'<model>/seed<s>' (original), '<model>/plain/seed<s>' (the matched control), '<model>/<method>/<heuristic>/
+    seed<s>' (debiased or bias model) or 'human/annotator<k>' -> its parts."""
     parts = run.split("/")
     if parts[0] == "human":
         return {"model": "human", "annotator": int(parts[1].removeprefix("annotator"))}
@@ -44,6 +46,8 @@ def parse_run(run):
             "addressed": None,
             "seed": seed,
         }
+    if len(parts) == 3:
+        return {"model": parts[0], "method": parts[1], "addressed": None, "seed": seed}
     return {"model": parts[0], "method": parts[1], "addressed": parts[2], "seed": seed}
 
 
@@ -53,19 +57,28 @@ def model_runs():
 
 
 def debiased_runs():
-    """'<model>/<method>/<heuristic>/seed<seed>' for every configured debiasing experiment."""
+    """'<model>/<method>/<heuristic>/seed<seed>' for every configured debiasing experiment, and
+    '<model>/plain/seed<seed>' for the matched control (one per seed: it addresses no heuristic).
+    """
     if not DEBIAS:
         return []
-    return [
-        f"{DEBIAS['model']}/{method}/{h}/seed{seed}"
+    model = DEBIAS["model"]
+    runs = [
+        f"{model}/{CONTROL}/seed{seed}"
+        for seed in DEBIAS["seeds"]
+        if CONTROL in DEBIAS["methods"]
+    ]
+    return runs + [
+        f"{model}/{method}/{h}/seed{seed}"
         for method in DEBIAS["methods"]
+        if method != CONTROL
         for h in DEBIAS["heuristics"]
         for seed in DEBIAS["seeds"]
     ]
 
 
 def evaluated_runs():
-    """Prediction runs: the trained models ('<model>/seed<seed>') and the debiased ones."""
+    """Prediction runs on every evaluated split: the measured models ('<model>/seed<seed>') and the debiased ones."""
     return original_runs() + debiased_runs()
 
 
@@ -74,8 +87,51 @@ def human_splits():
     return [(human["dataset"], human["split"])] if human else []
 
 
+FIGURE4 = config.get("figure4")
+
+
 def original_runs():
-    return [f"{name}/seed{seed}" for name, seed in model_runs()]
+    """The trained models measured on every evaluated split (Figure 4's models trained elsewhere are not)."""
+    elsewhere = set(FIGURE4["models"]) if FIGURE4 else set()
+    return [
+        f"{name}/seed{seed}" for name, seed in model_runs() if name not in elsewhere
+    ]
+
+
+def figure4_runs():
+    """'<model>/seed<seed>' of Figure 4's models trained on other datasets (measured on figure4's split only)."""
+    return [
+        f"{name}/seed{seed}"
+        for name in FIGURE4["models"]
+        for seed in config["models"][name]["seeds"]
+    ]
+
+
+def figure4_reference_run():
+    ref = FIGURE4["reference"]
+    return f"{ref['model']}/seed{ref['seed']}"
+
+
+def figure4_inputs(wildcards):
+    """The reference's own search, the other models at its thresholds, and the Human row on figure4's split."""
+    where = f"{FIGURE4['dataset']}/{FIGURE4['split']}"
+    files = {
+        "reference": [
+            f"results/bias/{figure4_reference_run()}/{where}/{h}.json"
+            for h in HEURISTICS
+        ],
+        "fixed": [
+            f"results/bias_fixed/{run}/{where}/{h}.json"
+            for run in figure4_runs()
+            for h in HEURISTICS
+        ],
+    }
+    if (FIGURE4["dataset"], FIGURE4["split"]) in human_splits():
+        files["human"] = [f"results/bias/human/{where}/{h}.json" for h in HEURISTICS]
+    return files
+
+
+FIGURE4_REPORT = ["figure4.csv", "figure4.md", "figure4.png", "figure4.svg"]
 
 
 def bias_results(runs=None, human=True):
@@ -154,7 +210,8 @@ def all_targets():
         targets += spurious_report_files()
     if DEBIAS:
         targets += debias_report_files()
-    targets += fixed_bias_results(evaluated_runs())
+    if FIGURE4:
+        targets += expand("results/report/{name}", name=FIGURE4_REPORT)
     return targets
 
 
@@ -174,8 +231,9 @@ def model_config(wildcards):
 
 
 # A run of a trained model (not an annotator): original or debiased/bias model.
-MODEL_RUN = r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/)?seed\d+"
+MODEL_RUN = r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/|plain/)?seed\d+"
 STAGE_OF_METHOD = {
+    "plain": "plain",
     "resam": "resam",
     "lmix": "lmix",
     "creg": "creg",
@@ -205,6 +263,10 @@ def settings_key(settings):
 DEBIAS_REPORT = [
     "table1.csv",
     "table1.md",
+    "runs.csv",
+    "runs.md",
+    "figure6.png",
+    "figure6.svg",
     "methods_bias.csv",
     "methods_bias.md",
     "cross_bias.csv",
@@ -230,19 +292,6 @@ def bias_model_runs():
     return [
         f"{DEBIAS['model']}/biasmodel/{h}/seed{DEBIAS['original_seed']}"
         for h in DEBIAS["heuristics"]
-    ]
-
-
-def fixed_bias_results(runs):
-    ref = config["bias"]["fixed_thresholds_from"]
-    if not ref:
-        return []
-    return [
-        f"results/bias_fixed/{run}/{e['dataset']}/{e['split']}/{h}.json"
-        for run in runs
-        for e in config["evaluate"]
-        if (e["dataset"], e["split"]) != (ref["dataset"], ref["split"])
-        for h in HEURISTICS
     ]
 
 
@@ -274,10 +323,11 @@ def debias_segments(split, heuristic):
     return {"biased": f"{base}/biased.parquet", "unbiased": f"{base}/unbiased.parquet"}
 
 
-def debias_validation(wildcards):
-    """The original model's validation split, plus every evaluated split of another dataset, whose validation-loss
-    curves are logged during training (paper Figs. 8-9)."""
-    model = config["models"][DEBIAS["model"]]
+def validation_inputs(model):
+    """A model's validation split, plus every evaluated split of another dataset, whose validation-loss curves are
+    logged during training (paper Figs. 8-9: the original and the debiased models alike).
+    """
+    model = config["models"][model]
     files = {
         "validation": split_file(
             model["validation"]["dataset"], model["validation"]["split"]
@@ -291,17 +341,36 @@ def debias_validation(wildcards):
     return files
 
 
+def train_inputs(wildcards):
+    """The original model's training split and its validation inputs (validation_inputs)."""
+    model = model_config(wildcards)
+    files = {"train": split_file(model["train"]["dataset"], model["train"]["split"])}
+    return {**files, **validation_inputs(wildcards.model)}
+
+
+def debias_validation(wildcards):
+    """The debiased models' validation inputs: the original model's (validation_inputs)."""
+    return validation_inputs(DEBIAS["model"])
+
+
 def feature_logits_file(run):
     ref = debias_train_ref()
     return f"results/logits/{run}/{ref['dataset']}/{ref['split']}.npy"
 
 
 def debiased_inputs(wildcards):
-    """What each method trains on: resampled segments (ReSam), or the training split with bias logits (LMix) and
-    teacher logits (CReg)."""
+    """What each method trains on: resampled segments (ReSam), or the training split (plain) with bias logits (LMix)
+    and teacher logits (CReg); the chosen scale where a scale search covers the method.
+    """
     ref = debias_train_ref()
     files = debias_validation(wildcards)
-    if wildcards.method == "resam":
+    method = getattr(wildcards, "method", CONTROL)
+    if method == CONTROL:
+        files["train"] = split_file(ref["dataset"], ref["split"])
+        return files
+    if method in searched_methods():
+        files["scale_choice"] = scale_choice_file(method)
+    if method == "resam":
         segs = debias_segments(ref["split"], wildcards.heuristic)
         files.update(train_biased=segs["biased"], train_unbiased=segs["unbiased"])
         return files
@@ -317,11 +386,53 @@ def debiased_inputs(wildcards):
 
 
 def debias_checkpoint_dir(wildcards, method):
-    """Resumable checkpoints outside the declared outputs, keyed by the run and its settings."""
+    """Resumable checkpoints outside the declared outputs, keyed by the run and its settings (a searched scale adds
+    its own level, in the adapter)."""
     stage = STAGE_OF_METHOD[method]
     settings = dict(method_training(config, stage), seed=int(wildcards.seed))
-    run = f"{wildcards.model}/{method}/{wildcards.heuristic}/seed{wildcards.seed}"
+    middle = "" if method == CONTROL else f"/{wildcards.heuristic}"
+    run = f"{wildcards.model}/{method}{middle}/seed{wildcards.seed}"
     return f"results/_checkpoints/{run}/{settings_key(settings)}"
+
+
+def original_matches_control():
+    """Whether the original model trained on the debiased runs' data with their budget (the paper config: then the
+    original model is itself a matched control); the report says so."""
+    model = config["models"][DEBIAS["model"]]
+    same_data = debias_train_ref() == model["train"]
+    same_budget = method_training(config, CONTROL) == model["training"]
+    return bool(same_data and same_budget)
+
+
+def searched_methods():
+    """The methods whose scale comes from the scale search (debias.scale_search.methods), else none."""
+    search = DEBIAS.get("scale_search") if DEBIAS else None
+    return list(search["methods"]) if search else []
+
+
+def scale_choice_file(method):
+    return f"results/scale_search/{DEBIAS['model']}/{method}/choice.json"
+
+
+def scale_value(x):
+    """A grid value as it appears in paths: 0.8 -> '0.8', 0.95 -> '0.95'."""
+    return f"{float(x):g}"
+
+
+def scale_search_inputs(wildcards):
+    """A candidate's training inputs: the method's own, without a scale choice (it is one of the candidates)."""
+    files = debiased_inputs(wildcards)
+    files.pop("scale_choice", None)
+    return files
+
+
+def scale_search_scores(wildcards):
+    search = DEBIAS["scale_search"]
+    return [
+        f"results/scale_search/{wildcards.model}/{wildcards.method}/{search['heuristic']}/scale{scale_value(x)}/"
+        f"seed{DEBIAS['seeds'][0]}/score.json"
+        for x in search["grid"]
+    ]
 
 
 # The lexical track (rules/lexical.smk)

@@ -76,8 +76,39 @@ rule feature_logits:
         "../workflow_scripts/feature_logits.py"
 
 
+rule train_plain:
+    """The matched control: standard fine-tuning on the debiased runs' training split, with their training
+    settings, initialisation and seed; it differs from them in the method only."""
+    input:
+        unpack(debiased_inputs),
+    output:
+        model=directory("results/models/{model}/plain/seed{seed}/model"),
+        summary="results/models/{model}/plain/seed{seed}/training.json",
+    log:
+        "results/logs/train/{model}_plain_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/train/{model}_plain_seed{seed}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    params:
+        method=CONTROL,
+        checkpoint=lambda w: config["models"][w.model]["checkpoint"],
+        settings=lambda w: dict(method_training(config, CONTROL), seed=int(w.seed)),
+        method_config={},
+        mask_non_context=None,
+        scale=None,
+        checkpoint_dir=lambda w: debias_checkpoint_dir(w, CONTROL),
+    script:
+        "../workflow_scripts/train_debiased.py"
+
+
 rule train_debiased:
-    """A model debiased for one heuristic by ReSam, LearnedMixin+H or Confidence Regularization."""
+    """A model debiased for one heuristic by ReSam, LearnedMixin+H or Confidence Regularization (its scale from the
+    scale search's choice where debias.scale_search covers the method)."""
     input:
         unpack(debiased_inputs),
     output:
@@ -94,25 +125,123 @@ rule train_debiased:
         mem_mb=8000,
         runtime=120,
     params:
+        method=lambda w: w.method,
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
         settings=lambda w: dict(method_training(config, w.method), seed=int(w.seed)),
         method_config=lambda w: {
             k: v for k, v in DEBIAS[w.method].items() if k != "training"
         },
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
+        scale=None,
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, w.method),
     script:
         "../workflow_scripts/train_debiased.py"
 
 
+# The paper's choice of the bias scale (App. B.2.4): one model per grid value addressing debias.scale_search's
+# heuristic, scored in distribution on the original model's validation split; the best value is written to a file
+# that every debiased run of the method reads.
+
+
+rule scale_search_train:
+    """A scale-search candidate: the method's debiased model for the search heuristic at one grid value."""
+    input:
+        unpack(scale_search_inputs),
+    output:
+        model=directory(
+            "results/scale_search/{model}/{method}/{heuristic}/scale{scale}/seed{seed}/model"
+        ),
+        summary="results/scale_search/{model}/{method}/{heuristic}/scale{scale}/seed{seed}/training.json",
+    log:
+        "results/logs/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}.tsv"
+    wildcard_constraints:
+        method="lmix|creg",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+    params:
+        method=lambda w: w.method,
+        checkpoint=lambda w: config["models"][w.model]["checkpoint"],
+        settings=lambda w: dict(method_training(config, w.method), seed=int(w.seed)),
+        method_config=lambda w: {
+            k: v for k, v in DEBIAS[w.method].items() if k != "training"
+        },
+        mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
+        scale=lambda w: float(w.scale),
+        checkpoint_dir=lambda w: f"{debias_checkpoint_dir(w, w.method)}/scale{w.scale}",
+    script:
+        "../workflow_scripts/train_debiased.py"
+
+
+rule scale_search_score:
+    """A candidate's in-distribution EM and F1 on the original model's validation split (a seeded subset of at most
+    debias.scale_search.max_examples questions)."""
+    input:
+        model="results/scale_search/{model}/{method}/{heuristic}/scale{scale}/seed{seed}/model",
+        data=lambda w: validation_inputs(w.model)["validation"],
+    output:
+        "results/scale_search/{model}/{method}/{heuristic}/scale{scale}/seed{seed}/score.json",
+    log:
+        "results/logs/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}_score.log",
+    benchmark:
+        "results/benchmarks/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}_score.tsv"
+    wildcard_constraints:
+        method="lmix|creg",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        settings=lambda w: {
+            k: method_training(config, w.method)[k]
+            for k in (
+                "max_length",
+                "stride",
+                "eval_batch_size",
+                "device",
+                "bf16",
+                "n_best",
+                "max_answer_length",
+            )
+        },
+        max_examples=lambda w: DEBIAS["scale_search"]["max_examples"],
+    script:
+        "../workflow_scripts/scale_search_score.py"
+
+
+rule scale_search_choice:
+    """The scale with the best in-distribution score (ties: the smaller one), with every candidate's score."""
+    input:
+        scale_search_scores,
+    output:
+        "results/scale_search/{model}/{method}/choice.json",
+    log:
+        "results/logs/scale_search/{model}_{method}_choice.log",
+    wildcard_constraints:
+        method="lmix|creg",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        metric=lambda w: DEBIAS["scale_search"]["metric"],
+        heuristic=lambda w: DEBIAS["scale_search"]["heuristic"],
+    script:
+        "../workflow_scripts/scale_search_choice.py"
+
+
 rule bias_fixed_threshold:
-    """Prediction bias of a run at the thresholds its search found on bias.fixed_thresholds_from (paper §5.2)."""
+    """Prediction bias of a model trained on another dataset, on figure4's split at the thresholds that the reference
+    model's search found there (paper §5.2, Fig. 4)."""
     input:
         predictions="results/predictions/{run}/{dataset}/{split}.parquet",
         heuristics="results/heuristics/{dataset}/{split}.parquet",
-        reference=lambda w: "results/bias/{run}/{dataset}/{split}/{heuristic}.json".format(
-            run=w.run, heuristic=w.heuristic, **config["bias"]["fixed_thresholds_from"]
-        ),
+        reference=lambda w: f"results/bias/{figure4_reference_run()}/{w.dataset}/{w.split}/{w.heuristic}.json",
     output:
         "results/bias_fixed/{run}/{dataset}/{split}/{heuristic}.json",
     log:

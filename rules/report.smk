@@ -4,6 +4,7 @@
 localrules:
     report_tables,
     debias_report,
+    figure4_report,
 
 
 rule report_tables:
@@ -59,7 +60,6 @@ rule debias_report:
         ],
         metrics=lambda w: metrics_files(evaluated_runs(), human=False),
         bias=lambda w: bias_results(evaluated_runs(), human=False),
-        bias_fixed=lambda w: fixed_bias_results(evaluated_runs()),
         summaries=lambda w: [
             f"results/models/{run}/training.json"
             for run in evaluated_runs() + bias_model_runs()
@@ -105,6 +105,18 @@ rule debias_report:
             category="Debiasing",
         ),
         loss_curves_svg="results/report/debias/loss_curves.svg",
+        figure6_png=report(
+            "results/report/debias/figure6.png",
+            caption="../report/figure6.rst",
+            category="Debiasing",
+        ),
+        figure6_svg="results/report/debias/figure6.svg",
+        runs_csv=report(
+            "results/report/debias/runs.csv",
+            caption="../report/debias_runs.rst",
+            category="Debiasing",
+        ),
+        runs_md="results/report/debias/runs.md",
     log:
         "results/logs/report/debias.log",
     conda:
@@ -113,5 +125,34 @@ rule debias_report:
         paper_name=lambda w: config["models"][DEBIAS["model"]]["paper_name"],
         id_dataset=lambda w: config["models"][DEBIAS["model"]]["validation"],
         evaluate=config["evaluate"],
+        original_matches_control=lambda w: original_matches_control(),
     script:
         "../workflow_scripts/debias_report.py"
+
+
+rule figure4_report:
+    """Figure 4 (§5.2): the models trained on other datasets against the reference model, on figure4's split at the
+    reference's thresholds, beside the Human row."""
+    input:
+        unpack(figure4_inputs),
+    output:
+        csv=report(
+            "results/report/figure4.csv",
+            caption="../report/figure4.rst",
+            category="Prediction bias",
+        ),
+        md="results/report/figure4.md",
+        png=report(
+            "results/report/figure4.png",
+            caption="../report/figure4.rst",
+            category="Prediction bias",
+        ),
+        svg="results/report/figure4.svg",
+    log:
+        "results/logs/report/figure4.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        reference=lambda w: FIGURE4["reference"]["model"],
+    script:
+        "../workflow_scripts/figure4_report.py"

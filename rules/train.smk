@@ -6,13 +6,7 @@
 rule train:
     """Fine-tune an extractive QA model on the configured train split (early stopping on the validation split)."""
     input:
-        train=lambda w: split_file(
-            model_config(w)["train"]["dataset"], model_config(w)["train"]["split"]
-        ),
-        validation=lambda w: split_file(
-            model_config(w)["validation"]["dataset"],
-            model_config(w)["validation"]["split"],
-        ),
+        unpack(train_inputs),
     output:
         model=directory("results/models/{model}/seed{seed}/model"),
         summary="results/models/{model}/seed{seed}/training.json",

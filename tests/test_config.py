@@ -28,7 +28,7 @@ def test_defaults_are_filled_in():
     out = validate_config(cfg)
     assert out["bias"] == {
         "sample_size": 800, "iterations": 100, "with_replacement": False, "seed": 0,
-        "split_sentinels": "exclude", "fixed_thresholds_from": None,
+        "split_sentinels": "exclude",
     }
     # App. B.1 defaults.
     training = out["models"]["minilm"]["training"]

@@ -321,8 +321,10 @@ def test_cross_bias_table_and_markdown(tmp_path: Path, bias_results: list[dict])
 
     table = dr.cross_bias_table(bias_results, dataset="squad", split="validation", paper_name="BERT-Base")
     assert list(table.columns) == [
-        "method", "addressed", "n_seeds", "ans-len", "word-dist", "cos-sim", "others_mean", "diagonal (paper)",
+        "versus", "method", "addressed", "n_seeds", "ans-len", "word-dist", "cos-sim", "others_mean",
+        "diagonal (paper)",
     ]  # fmt: skip
+    assert set(table["versus"]) == {"Original"}  # no plain control: the original model is the baseline
     assert list(zip(table["method"], table["addressed"], strict=True)) == [
         ("ReSam", "ans-len"), ("ReSam", "word-dist"), ("LMix", "ans-len"), ("LMix", "word-dist"),
     ]  # fmt: skip
@@ -330,8 +332,8 @@ def test_cross_bias_table_and_markdown(tmp_path: Path, bias_results: list[dict])
     assert table.loc[3, "diagonal (paper)"] == round(0.0 - 8.62, 2)
     report.write_table(table, tmp_path / "c.csv", tmp_path / "c.md")
     text = (tmp_path / "c.md").read_text()
-    assert "| ReSam | ans-len | 1 | -5.00 | 1.00 | -2.00 | -0.50 | -5.64 |" in text
-    assert "| LMix | word-dist | 1 | – | -8.00 | – |" in text
+    assert "| Original | ReSam | ans-len | 1 | -5.00 | 1.00 | -2.00 | -0.50 | -5.64 |" in text
+    assert "| Original | LMix | word-dist | 1 | – | -8.00 | – |" in text
     methods = dr.methods_bias_table(bias_results)
     report.write_table(methods, tmp_path / "m.csv", tmp_path / "m.md")
     assert (
@@ -411,6 +413,7 @@ def summary(run: str, method: str, addressed: str | None, offset: float) -> dict
 
 
 FIGURES: dict[str, Callable[..., None]] = {
+    "figure6": lambda data, png, svg: dr.figure6(data["bias"], png, svg, dataset="squad", split="validation"),
     "figure3": lambda data, png, svg: dr.figure3(data["metrics"], png, svg, paper_names={"bert": "BERT-Base"}),
     "figure5": lambda data, png, svg: dr.figure5(data["bias"], png, svg),
     "cross": lambda data, png, svg: dr.figure_cross_bias(data["bias"], png, svg, dataset="squad", split="validation"),
@@ -420,8 +423,15 @@ FIGURES: dict[str, Callable[..., None]] = {
 
 @pytest.fixture
 def figure_data(bias_results: list[dict], metric_list: list[dict]) -> dict:
+    lmix = summary("bert/lmix/word-dist/seed0", "lmix", "word-dist", 0.1)
+    lmix["train_losses"] = [
+        {"step": s, "loss": 2.0, "gate": 0.5 + s / 400, "gate_q10": 0.2 + s / 400, "gate_q90": 0.9 + s / 400}
+        for s in range(1, 400, 50)
+    ]
     summaries = [
         summary("bert/seed0", "original", None, 0.0),
+        summary("bert/plain/seed0", "plain", None, 0.05),
+        lmix,
         summary("bert/resam/word-dist/seed0", "resam", "word-dist", -0.2),
         {
             "run": "bert/creg/ans-len/seed0",
@@ -471,3 +481,98 @@ def test_figure_inputs_rejected(tmp_path: Path, bias_results: list[dict]) -> Non
     with pytest.raises(ValueError, match="no debiasing method"):
         dr.figure_cross_bias(bias_results, tmp_path / "a.png", tmp_path / "a.svg", dataset="nq", split="validation")
     assert list(tmp_path.iterdir()) == []
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# the matched plain control
+
+
+@pytest.fixture
+def with_control() -> tuple[dict, list[dict]]:
+    """4 questions on 'nq': original EM 25, plain 50, LMix (word-dist) 75; F1 = EM."""
+    ids = ["q1", "q2", "q3", "q4"]
+    predictions = {
+        ("bert/seed0", "nq"): frame(ids, [100, 0, 0, 0]),
+        ("bert/plain/seed0", "nq"): frame(ids, [100, 100, 0, 0]),
+        ("bert/lmix/word-dist/seed0", "nq"): frame(ids, [100, 100, 100, 0]),
+    }
+    runs = [meta("bert/seed0"), meta("bert/plain/seed0", "plain"), meta("bert/lmix/word-dist/seed0", "lmix", "word-dist")]
+    return predictions, runs
+
+
+def test_table1_against_the_matched_control(with_control: tuple[dict, list[dict]]) -> None:
+    predictions, runs = with_control
+    df = dr.table1(predictions, runs, datasets=["nq"], iterations=100, original_matches_control=False)
+    assert list(df["method"]) == ["Original", "Plain", "LMix", "LMix"] * 2
+    original, plain, lmix = row(df, "Original", None), row(df, "Plain", None), row(df, "LMix", "word-dist")
+    assert original["nq"] == 25.0 and math.isnan(original["nq vs original"])  # absolute, in the first group only
+    assert plain["nq"] == 50.0 and plain["nq vs original"] == 25.0  # absolute; then plain minus original
+    assert lmix["nq"] == 25.0 and lmix["nq vs original"] == 50.0  # 75 - 50 (control) and 75 - 25 (original)
+    assert lmix["nq q025"] <= 25.0 <= lmix["nq q975"] and lmix["average vs original"] == 50.0
+    caption = df.attrs["caption"]
+    assert "matched control" in caption and "measure the budget as well" in caption
+    display = dr.table1_display(df)
+    cells = display.set_index(["method", "metric", "addressed"], drop=False)
+    assert display.loc[1, "nq"].startswith("50.00 [") and display.loc[1, "nq vs original"].startswith("+25.00 [")
+    assert display.loc[0, "nq vs original"] == "–" and display.loc[2, "nq"].startswith("**+25.00 [")
+    assert len(cells) == 8
+    # a debiased run without its seed's plain run, while plain runs exist, is an error
+    orphan = [*runs, meta("bert/creg/word-dist/seed1", "creg", "word-dist", seed=1), meta("o1", seed=1)]
+    with pytest.raises(ValueError, match="no plain run of model 'bert', seed 1"):
+        dr.table1(predictions, orphan, datasets=["nq"])
+    same = dr.table1(predictions, runs, datasets=["nq"], iterations=10, original_matches_control=True)
+    assert "the two coincide" in same.attrs["caption"]
+
+
+def test_methods_and_cross_bias_against_the_matched_control(bias_results: list[dict]) -> None:
+    control = [
+        bias("bert", "ans-len", 10.0, "plain"),
+        bias("bert", "word-dist", 6.0, "plain"),
+        bias("bert", "cos-sim", 1.0, "plain"),
+    ]
+    results = bias_results + control
+    t = dr.methods_bias_table(results).set_index(["heuristic", "method"])
+    assert t.loc[("ans-len", "ReSam"), "change"] == -3.0 and t.loc[("ans-len", "ReSam"), "change_vs_original"] == -5.0
+    assert math.isnan(t.loc[("ans-len", "Plain"), "change"]) and t.loc[("ans-len", "Plain"), "change_vs_original"] == -2.0
+    assert t.loc[("word-dist", "LMix"), "change"] == -6.0 and t.loc[("word-dist", "LMix"), "change_vs_original"] == -8.0
+    m = dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam")
+    assert m.attrs["baseline"] == "plain" and "matched control" in m.attrs["caption"]
+    assert (m.at["ans-len", "ans-len"], m.at["ans-len", "word-dist"], m.at["ans-len", "cos-sim"]) == (-3.0, 3.0, -1.0)
+    vs_original = dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam", baseline="original")
+    assert (vs_original.at["ans-len", "ans-len"], vs_original.at["ans-len", "word-dist"]) == (-5.0, 1.0)
+    table = dr.cross_bias_table(results, dataset="squad", split="validation")
+    assert list(table["versus"]) == ["Plain"] * 4 + ["Original"] * 4
+    with pytest.raises(ValueError, match="baseline must be"):
+        dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam", baseline="teacher")
+    # Figure 6: per method the row with the most negative diagonal (ReSam: ans-len -3 < word-dist -1; LMix: word-dist
+    # 0 - 6 = -6 < ans-len 12.5 - 10 = +2.5)
+    fig6 = dr.figure6_table(results, dataset="squad", split="validation")
+    assert list(zip(fig6["method"], fig6["addressed"], strict=True)) == [("ReSam", "ans-len"), ("LMix", "word-dist")]
+    assert fig6.loc[0, "word-dist"] == 3.0 and fig6.loc[1, "word-dist"] == -6.0 and math.isnan(fig6.loc[1, "ans-len"])
+    assert "Plain model" in fig6.attrs["caption"]
+
+
+def test_runs_table_reports_scales_gate_and_em_ratio() -> None:
+    base = {"model": "bert", "seed": 0, "n_train_examples": 100, "n_train_features": 120, "steps": 300}
+    summaries = [
+        dict(base, run="bert/seed0", method="original"),
+        dict(base, run="bert/plain/seed0", method="plain", steps=200),
+        dict(
+            base, run="bert/lmix/word-dist/seed0", method="lmix", addressed="word-dist", steps=200, scale=0.8,
+            scale_source="scale search (results/scale_search/bert/lmix/choice.json)",
+            gate={"final_mean": 1.234, "final_q10": 0.5, "final_q90": 2.0},
+        ),
+        dict(base, run="bert/biasmodel/word-dist/seed0", method="biasmodel", addressed="word-dist"),  # left out
+    ]
+    metrics = [
+        {"run": "bert/seed0", "dataset": "squad", "split": "validation", "exact_match": 50.0, "f1": 60.0},
+        {"run": "bert/plain/seed0", "dataset": "squad", "split": "validation", "exact_match": 40.0, "f1": 50.0},
+        {"run": "bert/lmix/word-dist/seed0", "dataset": "squad", "split": "validation", "exact_match": 30.0, "f1": 41.0},
+        {"run": "bert/lmix/word-dist/seed0", "dataset": "nq", "split": "dev", "exact_match": 1.0, "f1": 2.0},
+    ]
+    df = dr.runs_table(summaries, metrics, id_dataset="squad", id_split="validation")
+    assert list(df["method"]) == ["Original", "Plain", "LMix"]
+    lmix = df.iloc[2]
+    assert lmix["scale"] == 0.8 and lmix["scale_source"].startswith("scale search")
+    assert lmix["em_vs_control"] == 0.75 and lmix["gate_final_mean"] == 1.23 and lmix["id_f1"] == 41.0
+    assert df.iloc[0]["scale_source"] == "n/a" and math.isnan(df.iloc[1]["em_vs_control"])

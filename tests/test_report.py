@@ -339,3 +339,21 @@ def test_load_results(tmp_path: Path, results: list[dict]) -> None:
     write_json(results[1:3], tmp_path / "b.json")
     loaded = report.load_results([tmp_path / "a.json", tmp_path / "b.json"])
     assert [r["heuristic"] for r in loaded] == ["word-dist", "ans-len", "ans-pos"]
+
+
+def test_figure4_table_reference_fixed_and_human() -> None:
+    reference = [result("roberta_large", "word-dist", 4.8, split="validation"), result("roberta_large", "ans-pos", 0.0, found=False, split="validation")]
+    fixed = [
+        result("roberta_large_nq", "word-dist", 3.62, split="validation", threshold_from="roberta_large/seed0"),
+        result("roberta_large_nq", "ans-pos", 0.0, found=False, split="validation"),
+    ]
+    human = [result("Human", "word-dist", 0.3, split="validation", annotator=1)]
+    df = report.figure4_table(reference, fixed, human)
+    assert list(df["model"]) == ["roberta_large", "roberta_large_nq", "Human"]
+    t = df.set_index("model")
+    assert t.loc["roberta_large_nq", "word-dist"] == 3.62 and t.loc["roberta_large", "ans-pos"] == 0.0
+    assert "roberta_large: its own search" in df.attrs["caption"] and "same segments" in df.attrs["caption"]
+    with pytest.raises(ValueError, match="several splits"):
+        report.figure4_table(reference, [result("x", "word-dist", 1.0, split="train")])
+    with pytest.raises(ValueError, match="needs the reference"):
+        report.figure4_table(reference, [])

@@ -1,4 +1,5 @@
-"""Adapter: prediction bias of a run on one split at the threshold its search found on another split (§5.2)."""
+"""Adapter: prediction bias of a run on one split at the threshold the reference model's search found there (§5.2,
+Fig. 4)."""
 
 from typing import TYPE_CHECKING
 
@@ -19,7 +20,7 @@ meta = {
     "run": w.run,
     "dataset": w.dataset,
     "split": w.split,
-    "threshold_from": f"{reference['dataset']}/{reference['split']}",
+    "threshold_from": f"{reference['run']} on {reference['dataset']}/{reference['split']}",
 }
 if not reference["found"]:
     # No threshold on the reference split: nothing to apply; reported as 0, as the paper reports a missing one.

@@ -12,7 +12,14 @@ log = runlog.setup(snakemake)
 train = data.read_qa_parquet(snakemake.input.train)
 validation = data.read_qa_parquet(snakemake.input.validation)
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
-log.info("training %s on %d questions, settings %s", snakemake.params.checkpoint, len(train), settings)
+curves = data.validation_curves(snakemake.input)
+log.info(
+    "training %s on %d questions, settings %s; validation-loss curves also on %s",
+    snakemake.params.checkpoint,
+    len(train),
+    settings,
+    sorted(curves) or "nothing else",
+)
 summary = qa.train_qa(
     train,
     validation,
@@ -21,6 +28,7 @@ summary = qa.train_qa(
     checkpoint_dir=snakemake.params.checkpoint_dir,
     settings=settings,
     log=log.info,
+    extra_validation=curves,
 )
 summary.update(model=snakemake.wildcards.model, checkpoint=snakemake.params.checkpoint)
 io.write_json(summary, snakemake.output.summary)

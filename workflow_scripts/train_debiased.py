@@ -1,5 +1,6 @@
-"""Adapter: a model debiased for one heuristic by ReSam, LearnedMixin+H or Confidence Regularization.
-Checkpoints are removed only after success."""
+"""Adapter: a model trained for the debiasing experiments: the matched control (plain), or a model debiased for one
+heuristic by ReSam, LearnedMixin+H or Confidence Regularization, at its configured scale, the scale search's choice
+or a search candidate's grid value. Checkpoints are removed only after success."""
 
 import json
 import shutil
@@ -16,15 +17,23 @@ log = runlog.setup(snakemake)
 w = snakemake.wildcards
 params = snakemake.params
 inp = snakemake.input
-method, options = w.method, dict(params.method_config)
+method, options = params.method, dict(params.method_config)
+heuristic = getattr(w, "heuristic", None)
 settings = dict(params.settings, threads=snakemake.threads)
+checkpoint_dir = params.checkpoint_dir
+if "scale" in options:
+    # where the scale comes from is part of the run's record: the config, a search candidate or the search's choice
+    if params.scale is not None:
+        options["scale"], scale_source = float(params.scale), "scale search candidate"
+    elif hasattr(inp, "scale_choice"):
+        choice = io.read_json(inp.scale_choice)
+        options["scale"], scale_source = float(choice["scale"]), f"scale search ({inp.scale_choice})"
+        checkpoint_dir = f"{checkpoint_dir}/scale{options['scale']:g}"
+    else:
+        scale_source = "config"
+    log.info("%s scale %s (%s)", method, options["scale"], scale_source)
 validation = data.read_qa_parquet(inp.validation)
-# curve__<dataset>__<split>: OOD sets whose validation loss is logged during training (Figs. 8-9)
-curves = {
-    key.removeprefix("curve__").replace("__", "/"): data.read_qa_parquet(inp[key])
-    for key in inp.keys()  # noqa: SIM118 (a Namedlist: "in" tests values)
-    if key.startswith("curve__")
-}
+curves = data.validation_curves(inp)
 extra = {}
 objective_factory = None
 if method == "resam":
@@ -36,6 +45,8 @@ if method == "resam":
         seed=settings["seed"],
     )
     log.info("ReSam: %s", extra["resampling"])
+elif method == "plain":
+    train = data.read_qa_parquet(inp.train)
 else:
     train = data.read_qa_parquet(inp.train)
     hidden_size = load_config(params.checkpoint).hidden_size
@@ -53,6 +64,7 @@ else:
                 scale=options["scale"],
                 compat=options["compat"],
                 mask_non_context=params.mask_non_context,
+                entropy_on=options["entropy_on"],
             )
         return debias.ConfidenceRegularizationObjective(
             bias_logits,
@@ -66,22 +78,27 @@ else:
 # The checkpoint folder is keyed by the settings; the logits' content goes into the run's fingerprint too, so a
 # checkpoint trained against an older bias model's logits is never resumed against new ones.
 stores = {key: file_sha256(inp[key]) for key in ("bias_logits", "teacher_logits") if hasattr(inp, key)}
-log.info("%s for %s: %d training questions, settings %s, options %s", method, w.heuristic, len(train), settings, options)
+log.info("%s for %s: %d training questions, settings %s, options %s", method, heuristic, len(train), settings, options)
 summary = qa.train_qa(
     train,
     validation,
     model_name_or_path=params.checkpoint,
     output_dir=snakemake.output.model,
-    checkpoint_dir=params.checkpoint_dir,
+    checkpoint_dir=checkpoint_dir,
     settings=settings,
     log=log.info,
     objective_factory=objective_factory,
     objective_id=None
-    if method == "resam"
+    if objective_factory is None
     else json.dumps({"method": method, **options, "mask": params.mask_non_context, "logits": stores}, sort_keys=True),
     extra_validation=curves,
 )
-run = f"{w.model}/{method}/{w.heuristic}/seed{w.seed}"
-summary.update(model=w.model, run=run, method=method, addressed=w.heuristic, options=options, **extra)
+middle = "" if heuristic is None else f"/{heuristic}"
+run = f"{w.model}/{method}{middle}/seed{w.seed}"
+summary.update(model=w.model, run=run, method=method, addressed=heuristic, options=options, **extra)
+if "scale" in options:
+    summary.update(scale=options["scale"], scale_source=scale_source)
+if method == "lmix":
+    summary["gate"] = debias.gate_summary(summary["train_losses"])
 io.write_json(summary, snakemake.output.summary)
-shutil.rmtree(params.checkpoint_dir, ignore_errors=True)
+shutil.rmtree(checkpoint_dir, ignore_errors=True)

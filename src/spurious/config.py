@@ -74,8 +74,8 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | 
 
 
 def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
-    """The training settings of a debiasing stage (resam, lmix, creg, bias_model): the original model's settings,
-    then ``debias.training``, then ``debias.<stage>.training``."""
+    """The training settings of a debiasing stage (plain, resam, lmix, creg, bias_model): the original model's
+    settings, then ``debias.training``, then ``debias.<stage>.training`` (plain, the matched control, has none)."""
     debias = cfg["debias"]
     base = dict(cfg["models"][debias["model"]]["training"])
     return {**base, **debias.get("training", {}), **debias[stage].get("training", {})}
@@ -117,7 +117,27 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
             problems.append(f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)")
     training_schema = {"$defs": schema["$defs"], **schema["$defs"]["training"]}
     base = cfg["models"][model]["training"]
-    for stage in ("resam", "lmix", "creg", "bias_model"):
+    if "plain" in debias["methods"]:
+        # the control matches the methods only if they train with the same settings (debias.training is shared)
+        for stage in ("resam", "lmix", "creg"):
+            own = debias[stage].get("training") or {}
+            if stage in debias["methods"] and own:
+                problems.append(
+                    f"config key 'debias.{stage}.training': {sorted(own)} would make the plain control differ from "
+                    f"{stage} in more than the method; put shared settings under debias.training, or drop plain from "
+                    "debias.methods"
+                )
+    search = debias.get("scale_search")
+    if search:
+        if search["heuristic"] not in cfg["heuristics"]["names"]:
+            problems.append(
+                f"config key 'debias.scale_search.heuristic': {search['heuristic']!r} is not in heuristics.names "
+                "(its threshold comes from the original model's bias search)"
+            )
+        absent = [m for m in search["methods"] if m not in debias["methods"]]
+        if absent:
+            problems.append(f"config key 'debias.scale_search.methods': {absent} are not in debias.methods")
+    for stage in ("plain", "resam", "lmix", "creg", "bias_model"):
         merged = method_training(cfg, stage)
         for key in ("max_length", "stride"):
             if merged[key] != base[key]:
@@ -179,7 +199,19 @@ def _check_references(cfg: dict[str, Any]) -> None:
         check_ref(ref, f"evaluate.{i}")
     check_ref(cfg["heuristics"].get("tfidf_reference"), "heuristics.tfidf_reference")
     check_ref(cfg.get("human"), "human")
-    check_ref(cfg["bias"].get("fixed_thresholds_from"), "bias.fixed_thresholds_from")
+    figure4 = cfg.get("figure4")
+    if figure4:
+        check_ref({"dataset": figure4["dataset"], "split": figure4["split"]}, "figure4")
+        reference = figure4["reference"]
+        for key, name in [("figure4.reference.model", reference["model"])] + [
+            (f"figure4.models.{i}", name) for i, name in enumerate(figure4["models"])
+        ]:
+            if name not in cfg["models"]:
+                problems.append(f"config key '{key}': unknown model {name!r}; declared: {sorted(cfg['models'])}")
+        if reference["model"] in cfg["models"] and reference["seed"] not in cfg["models"][reference["model"]]["seeds"]:
+            problems.append(f"config key 'figure4.reference.seed': model {reference['model']!r} is not trained with that seed")
+        if reference["model"] in figure4["models"]:
+            problems.append("config key 'figure4.models': the reference model is measured by its own search, not listed")
     if cfg.get("debias"):
         check_ref(cfg["debias"].get("train"), "debias.train")
         check_ref(cfg["debias"].get("threshold_from"), "debias.threshold_from")

@@ -343,6 +343,19 @@ def read_qa_parquet(path: str | os.PathLike) -> pd.DataFrame:
     return df
 
 
+def validation_curves(inputs: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
+    """The extra validation sets among a training job's inputs: ``curve__<dataset>__<split>`` → ``"<dataset>/<split>"``.
+
+    Their validation loss is logged during training beside the main one (the paper's Figs. 8-9). ``inputs`` is a
+    mapping or Snakemake's input Namedlist (whose ``in`` tests values, hence ``keys()``).
+    """
+    return {
+        key.removeprefix("curve__").replace("__", "/"): read_qa_parquet(inputs[key])
+        for key in inputs.keys()  # noqa: SIM118
+        if key.startswith("curve__")
+    }
+
+
 def answers_of(df: pd.DataFrame) -> Sequence[Mapping[str, Any]]:
     return df["answers"].tolist()
 

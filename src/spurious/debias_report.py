@@ -9,9 +9,11 @@ Inputs, as the workflow writes them:
   ``split``, ``method``, ``addressed``;
 - training summaries (``training.json``) with ``validation_curves: {name: [{step, loss}]}``.
 
-``method`` is one of ``original``, ``resam``, ``lmix``, ``creg`` (``biasmodel`` and unknown methods are ignored);
-``addressed`` is the heuristic a debiased model was trained against. A debiased model is compared with the *original*
-model of the same model name and seed. All values are percentage points. Tables are DataFrames with a caption in
+``method`` is one of ``original``, ``plain``, ``resam``, ``lmix``, ``creg`` (``biasmodel`` and unknown methods are
+ignored); ``addressed`` is the heuristic a debiased model was trained against. ``plain`` is the matched control:
+standard fine-tuning with the debiased runs' training data, steps, initialisation and seed, so that a difference to
+it is the method's alone. A debiased model is compared with the plain run of the same model name and seed where there
+is one and, as a second column group, with the *original* model (the paper's comparison). All values are percentage points. Tables are DataFrames with a caption in
 ``df.attrs["caption"]`` (write them with :func:`spurious.report.write_table`, Table 1 with :func:`write_table1`);
 figures are written as PNG and SVG, atomically and byte-reproducibly (Agg canvas, no dates in the metadata).
 """
@@ -46,16 +48,28 @@ __all__ = [
     "figure_loss_curves",
     "load_predictions",
     "methods_bias_table",
+    "figure6",
+    "figure6_table",
     "ood_performance_table",
     "paper_dataset_name",
+    "runs_table",
     "table1",
     "table1_display",
     "write_table1",
 ]
 
 ORIGINAL = "original"
+CONTROL = "plain"
 DEBIASING_METHODS: tuple[str, ...] = ("resam", "lmix", "creg")
-METHOD_LABELS: dict[str, str] = {"original": "Original", "resam": "ReSam", "lmix": "LMix", "creg": "CReg"}
+METHOD_LABELS: dict[str, str] = {
+    "original": "Original",
+    "plain": "Plain",
+    "resam": "ReSam",
+    "lmix": "LMix",
+    "creg": "CReg",
+}
+#: Columns of the second group of Table 1 (differences to the original model) end with this.
+VS_ORIGINAL = " vs original"
 #: Our method → the paper's row name in ``paper_values.BIAS_METHODS*`` / ``TABLE1``.
 PAPER_METHODS: dict[str, str] = {"original": "None", "resam": "ReSam", "lmix": "LMix", "creg": "CReg"}
 AVERAGE = "average"
@@ -138,7 +152,7 @@ def _ordered_unique(values: Iterable[Any]) -> list[Any]:
 
 def _method_order(methods: Iterable[str]) -> list[str]:
     present = set(methods)
-    known = [m for m in (ORIGINAL, *DEBIASING_METHODS, "human") if m in present]
+    known = [m for m in (ORIGINAL, CONTROL, *DEBIASING_METHODS, "human") if m in present]
     return known + sorted(present - set(known))
 
 
@@ -168,10 +182,10 @@ def _parse_runs(runs_meta: Sequence[Mapping[str, Any]], methods: Sequence[str]) 
     runs = []
     for meta in runs_meta:
         method = _method_of(meta)
-        if method != ORIGINAL and method not in methods:
+        if method not in (ORIGINAL, CONTROL) and method not in methods:
             continue  # bias models, methods not asked for
         addressed = meta.get("addressed")
-        if method != ORIGINAL and not addressed:
+        if method not in (ORIGINAL, CONTROL) and not addressed:
             raise ValueError(f"debiased run {meta['run']!r} ({method}) names no addressed heuristic")
         runs.append(_Run(str(meta["run"]), str(meta["model"]), meta.get("seed"), method, addressed or None))
     return runs
@@ -288,17 +302,23 @@ def table1(
     seed: int = 0,
     methods: Sequence[str] = DEBIASING_METHODS,
     paper_name: str | None = None,
+    original_matches_control: bool | None = None,
 ) -> pd.DataFrame:
-    """The paper's Table 1: each debiased model's score minus its original model's, per dataset, in EM and F1.
+    """The paper's Table 1: each debiased model's score minus its control's, per dataset, in EM and F1.
 
     ``predictions`` maps (run, dataset) → per-example predictions; ``runs_meta`` lists the runs (``run``, ``model``,
-    ``seed``, ``method``, ``addressed``). A debiased run is paired with the original run of the same model and seed,
-    question by question (ids must match). Rows, per model and metric (EM, then F1): ``Original`` (absolute scores),
-    then per method one row per addressed heuristic (paper order) and an ``average`` row (mean over the heuristics).
-    Columns: ``model``, ``method``, ``addressed``, ``metric``, ``n_seeds``, then per dataset and ``average`` (the
-    mean over the datasets) the value and its 95% bootstrap interval ``"<d> q025"``/``"<d> q975"`` (with
-    ``paper_name="BERT-Base"`` also ``"<d> (paper)"``, on the EM rows). With several seeds the per-seed differences
-    are averaged; ``n_seeds`` counts them.
+    ``seed``, ``method``, ``addressed``). The control of a debiased run is the ``plain`` run of the same model and seed
+    (the matched control: same training data, steps, initialisation and seed) when the runs include plain runs, else
+    the original run; pairs are compared question by question (ids must match). With plain runs a second column group
+    ``"<d> vs original"`` gives the differences to the original model, as the paper reports them. Rows, per model and
+    metric (EM, then F1): ``Original`` (absolute scores), ``Plain`` (absolute scores; in the second group, plain minus
+    original), then per method one row per addressed heuristic (paper order) and an ``average`` row (mean over the
+    heuristics). Columns: ``model``, ``method``, ``addressed``, ``metric``, ``n_seeds``, then per dataset and
+    ``average`` (the mean over the datasets) the value and its 95% bootstrap interval ``"<d> q025"``/``"<d> q975"``
+    (with ``paper_name="BERT-Base"`` also the paper's value, beside the comparison with the original, on the EM rows).
+    With several seeds the per-seed differences are averaged; ``n_seeds`` counts them. ``original_matches_control``
+    (from the configuration: did the original model train on the same data with the same budget?) only changes the
+    caption.
 
     The interval is a paired percentile bootstrap: ``iterations`` resamples of the dataset's questions (see
     :func:`bootstrap_indices`), the same for every model on that dataset, and every average is taken per draw, so
@@ -311,21 +331,26 @@ def table1(
     with_paper = _check_paper_name(paper_name)
     methods = [m.casefold() for m in methods]
     runs = _parse_runs(runs_meta, methods)
-    originals: dict[tuple[str, Any], _Run] = {}
+    baselines: dict[str, dict[tuple[str, Any], _Run]] = {ORIGINAL: {}, CONTROL: {}}
     for r in runs:
-        if r.method == ORIGINAL:
-            if (r.model, r.seed) in originals:
-                raise ValueError(f"two original runs of model {r.model!r}, seed {r.seed!r}")
-            originals[(r.model, r.seed)] = r
+        if r.method in baselines:
+            if (r.model, r.seed) in baselines[r.method]:
+                raise ValueError(f"two {r.method} runs of model {r.model!r}, seed {r.seed!r}")
+            baselines[r.method][(r.model, r.seed)] = r
+    originals, controls = baselines[ORIGINAL], baselines[CONTROL]
     if not originals:
         raise ValueError("no original (non-debiased) run in runs_meta")
     debiased: dict[tuple[str, str, str], list[_Run]] = {}
     for r in runs:
-        if r.method == ORIGINAL:
+        if r.method in baselines:
             continue
-        if (r.model, r.seed) not in originals:
-            raise ValueError(f"debiased run {r.run!r} has no original run of model {r.model!r}, seed {r.seed!r}")
+        for name, found in ((ORIGINAL, originals), (CONTROL, controls if controls else None)):
+            if found is not None and (r.model, r.seed) not in found:
+                raise ValueError(f"debiased run {r.run!r} has no {name} run of model {r.model!r}, seed {r.seed!r}")
         debiased.setdefault((r.model, r.method, str(r.addressed)), []).append(r)
+    for key in controls:
+        if key not in originals:
+            raise ValueError(f"plain run {controls[key].run!r} has no original run of model {key[0]!r}, seed {key[1]!r}")
 
     # per dataset: point estimates and paired bootstrap draws of every run's mean EM/F1
     points: dict[tuple[str, str], np.ndarray] = {}
@@ -343,16 +368,22 @@ def table1(
     def score(run: str, dataset: str, m: int) -> _Cell:
         return _Cell(float(points[(run, dataset)][m]), draws[(run, dataset)][:, m])
 
-    def diff(r: _Run, dataset: str, m: int) -> _Cell:
-        base = originals[(r.model, r.seed)].run
+    def diff(r: _Run, dataset: str, m: int, against: str) -> _Cell:
+        base = baselines[against][(r.model, r.seed)].run
         a, b = score(r.run, dataset, m), score(base, dataset, m)
         return _Cell(a.point - b.point, a.draws - b.draws)
 
+    groups = [CONTROL, ORIGINAL] if controls else [ORIGINAL]
+    suffix = {CONTROL: "", ORIGINAL: VS_ORIGINAL if controls else ""}
     models = _ordered_unique(r.model for r in runs if r.method == ORIGINAL)
     present_methods = [m for m in methods if any(k[1] == m for k in debiased)]
     columns = ["model", "method", "addressed", "metric", "n_seeds"]
-    for d in [*datasets, AVERAGE]:
-        columns += [d, f"{d} q025", f"{d} q975"] + ([d + PAPER_SUFFIX] if with_paper else [])
+    for group in groups:
+        for d in [*datasets, AVERAGE]:
+            name = d + suffix[group]
+            columns += [name, f"{name} q025", f"{name} q975"]
+            if with_paper and group == ORIGINAL:
+                columns.append(name + PAPER_SUFFIX)
 
     def row(
         model: str,
@@ -360,7 +391,7 @@ def table1(
         addressed: str | None,
         metric: str,
         n_seeds: Any,
-        cells: dict[str, _Cell],
+        by_group: dict[str, dict[str, _Cell] | None],
         heuristics: Sequence[str] = (),
     ) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -370,47 +401,89 @@ def table1(
             "metric": metric,
             "n_seeds": n_seeds,
         }
-        cells = {**cells, AVERAGE: _Cell.mean([cells[d] for d in datasets])}
         paper = {}
         if with_paper and metric == "EM":
             paper = _table1_paper(method, addressed or "", datasets, heuristics)
-        for d, cell in cells.items():
-            lo, hi = cell.interval()
-            out[d], out[f"{d} q025"], out[f"{d} q975"] = _round(cell.point), _round(lo), _round(hi)
-            if with_paper:
-                out[d + PAPER_SUFFIX] = _round(paper.get(d, math.nan))
+        for group in groups:
+            cells = by_group.get(group)
+            if cells is not None:
+                cells = {**cells, AVERAGE: _Cell.mean([cells[d] for d in datasets])}
+            for d in [*datasets, AVERAGE]:
+                name = d + suffix[group]
+                if cells is None:
+                    out[name] = out[f"{name} q025"] = out[f"{name} q975"] = math.nan
+                else:
+                    lo, hi = cells[d].interval()
+                    out[name], out[f"{name} q025"], out[f"{name} q975"] = _round(cells[d].point), _round(lo), _round(hi)
+                if with_paper and group == ORIGINAL:
+                    out[name + PAPER_SUFFIX] = _round(paper.get(d, math.nan))
         return out
 
     rows = []
     for model in models:
-        seeds = [r for (m, _), r in originals.items() if m == model]
+        originals_of = [r for (m, _), r in originals.items() if m == model]
+        controls_of = [r for (m, _), r in controls.items() if m == model]
         heuristics_by_method = {
             method: report.ordered_heuristics(a for (m, meth, a) in debiased if m == model and meth == method)
             for method in present_methods
         }
         for metric, _ in METRICS:
             m = 0 if metric == "EM" else 1
-            cells = {d: _Cell.mean([score(r.run, d, m) for r in seeds]) for d in datasets}
-            rows.append(row(model, ORIGINAL, None, metric, len(seeds), cells))
+            absolute = {d: _Cell.mean([score(r.run, d, m) for r in originals_of]) for d in datasets}
+            # the Original row's scores are absolute: in the first column group only (the second would be all zeros)
+            rows.append(row(model, ORIGINAL, None, metric, len(originals_of), {groups[0]: absolute}))
+            if controls_of:
+                plain_abs = {d: _Cell.mean([score(r.run, d, m) for r in controls_of]) for d in datasets}
+                plain_vs = {d: _Cell.mean([diff(r, d, m, ORIGINAL) for r in controls_of]) for d in datasets}
+                rows.append(row(model, CONTROL, None, metric, len(controls_of), {CONTROL: plain_abs, ORIGINAL: plain_vs}))
             for method in present_methods:
                 heuristics = heuristics_by_method[method]
                 if not heuristics:
                     continue
-                per_h: dict[str, dict[str, _Cell]] = {}
+                per_h: dict[str, dict[str, dict[str, _Cell]]] = {}
                 counts = []
                 for h in heuristics:
-                    group = debiased[(model, method, h)]
-                    per_h[h] = {d: _Cell.mean([diff(r, d, m) for r in group]) for d in datasets}
-                    counts.append(len(group))
-                    rows.append(row(model, method, h, metric, len(group), per_h[h]))
-                averaged = {d: _Cell.mean([per_h[h][d] for h in heuristics]) for d in datasets}
+                    group_runs = debiased[(model, method, h)]
+                    per_h[h] = {
+                        g: {d: _Cell.mean([diff(r, d, m, g) for r in group_runs]) for d in datasets} for g in groups
+                    }
+                    counts.append(len(group_runs))
+                    rows.append(row(model, method, h, metric, len(group_runs), per_h[h]))
+                averaged = {g: {d: _Cell.mean([per_h[h][g][d] for h in heuristics]) for d in datasets} for g in groups}
                 rows.append(row(model, method, AVERAGE, metric, _count_text(counts), averaged, heuristics))
 
     df = pd.DataFrame(rows, columns=columns)
+    if controls:
+        control_text = (
+            "Control: each debiased model minus the Plain model of the same model and seed (the matched control: "
+            "standard fine-tuning with the debiased runs' training data, steps, initialisation and seed, so the "
+            "difference is the method's alone); the Original and Plain rows give absolute scores. The columns "
+            "'<dataset> vs original' give the differences to the original model instead (the paper's comparison; the "
+            "Plain row there = plain minus original)"
+        )
+        if original_matches_control is True:
+            control_text += "; here the original model was trained on the same data with the same budget, so the two coincide up to training noise."
+        elif original_matches_control is False:
+            control_text += (
+                "; here the original model was trained on other data or with another budget, so those differences "
+                "measure the budget as well as the method."
+            )
+        else:
+            control_text += "."
+    else:
+        control_text = (
+            "Control: each debiased model minus the original model of the same model and seed (no plain control was "
+            "configured"
+            + (
+                "; the original model was trained on the same data with the same budget)."
+                if original_matches_control
+                else "; if the original model had other data or another budget, the differences measure that too)."
+            )
+            + " The Original rows give absolute scores."
+        )
     caption = [
-        "Table 1 (OOD performance of the debiasing methods): per method and addressed heuristic, the score of the "
-        "model debiased for that heuristic minus the original model's (same model and seed), in points of exact "
-        "match (EM) and F1; Original rows give the original model's absolute scores. "
+        "Table 1 (OOD performance of the debiasing methods): per method and addressed heuristic, the difference in "
+        "points of exact match (EM) and F1. " + control_text + " "
         f"[q025, q975] = 95% paired bootstrap interval ({iterations} resamples of each dataset's questions with "
         f"replacement, the same resampled questions for every model on a dataset, seed {seed}); the averages (over "
         "datasets, and the method's average row over heuristics) are taken per bootstrap draw. Several seeds: the "
@@ -421,10 +494,11 @@ def table1(
     if with_paper:
         caption.append(
             f"(paper) = the paper's Table 1 ({paper_values.TABLE1_MODEL}; AdversarialQA / NaturalQuestions / "
-            "TriviaQA), beside our EM rows: the paper's caption says F1, but its Original row (29.8 / 67.8 / 46.1) "
-            "is the EM of its Figure 3 data and §5.3 reads the table in exact match. Its averages over datasets, "
-            "and over heuristics per dataset, are means of its printed cells; the method average over everything is "
-            "the printed one when all its cells are present."
+            "TriviaQA, differences to its original model), beside our EM rows' comparison with the original: the "
+            "paper's caption says F1, but its Original row (29.8 / 67.8 / 46.1) is the EM of its Figure 3 data and "
+            "§5.3 reads the table in exact match. Its averages over datasets, and over heuristics per dataset, are "
+            "means of its printed cells; the method average over everything is the printed one when all its cells "
+            "are present."
         )
     df.attrs["caption"] = " ".join(caption)
     return df
@@ -442,12 +516,17 @@ def table1_display(df: pd.DataFrame) -> pd.DataFrame:
     the heuristic rows (all methods) is in **bold**, like the paper's top gains."""
     datasets = [c for c in df.columns if f"{c} q025" in df.columns]
     out = df[["model", "method", "addressed", "metric", "n_seeds"]].copy()
-    is_diff = df["method"] != METHOD_LABELS[ORIGINAL]
-    is_heuristic_row = is_diff & (df["addressed"] != AVERAGE)
+    baseline_rows = df["method"].isin([METHOD_LABELS[ORIGINAL], METHOD_LABELS[CONTROL]])
+    is_heuristic_row = ~baseline_rows & (df["addressed"] != AVERAGE)
     for d in datasets:
+        # absolute: the baseline rows of the first column group; differences: everything else
+        is_diff = ~baseline_rows if not d.endswith(VS_ORIGINAL) else df["method"] != METHOD_LABELS[ORIGINAL]
         best = df[is_heuristic_row].groupby(["model", "metric"])[d].transform("max")
         texts = []
         for i in df.index:
+            if math.isnan(df.at[i, d]):
+                texts.append(report.NA_TEXT)
+                continue
             signed = bool(is_diff[i])
             text = f"{_signed(df.at[i, d], signed)} [{_signed(df.at[i, f'{d} q025'], signed)}, "
             text += f"{_signed(df.at[i, f'{d} q975'], signed)}]"
@@ -533,8 +612,8 @@ def _methods_cells(
 ) -> dict[tuple[str, str, str, str, str], list[Mapping[str, Any]]]:
     """(model, dataset, split, heuristic, method) → the seeds' results of the Figure 5 cell.
 
-    An original model counts for every heuristic; a debiased model only for the heuristic it addresses; Human results
-    (method "human") are attached to every model evaluated on the same dataset and split.
+    An original model and the plain control count for every heuristic; a debiased model only for the heuristic it
+    addresses; Human results (method "human") are attached to every model evaluated on the same dataset and split.
     """
     cells: dict[tuple[str, str, str, str, str], list[Mapping[str, Any]]] = {}
     human: list[Mapping[str, Any]] = []
@@ -545,9 +624,9 @@ def _methods_cells(
             human.append(r)
             continue
         method = _method_of(r)
-        if method not in (ORIGINAL, *DEBIASING_METHODS):
+        if method not in (ORIGINAL, CONTROL, *DEBIASING_METHODS):
             continue
-        if method != ORIGINAL and r.get("addressed") != r["heuristic"]:
+        if method not in (ORIGINAL, CONTROL) and r.get("addressed") != r["heuristic"]:
             continue
         key = (str(r.get("model", "")), str(r.get("dataset", "")), str(r.get("split", "")), str(r["heuristic"]), method)
         cells.setdefault(key, []).append(r)
@@ -566,11 +645,12 @@ def methods_bias_table(
     split: str | None = None,
     paper_name: str | None = None,
 ) -> pd.DataFrame:
-    """Figure 5 as a table: per model, dataset, split, heuristic (paper order) and method (Original, ReSam, LMix,
-    CReg, Human), the prediction bias and the worse segment's EM mean with its bootstrap interval (q025–q975). A
+    """Figure 5 as a table: per model, dataset, split, heuristic (paper order) and method (Original, Plain, ReSam,
+    LMix, CReg, Human), the prediction bias and the worse segment's EM mean with its bootstrap interval (q025–q975). A
     debiased method's row is the model debiased *for that heuristic*. Several seeds are averaged (``n_seeds``;
     ``n_found`` = seeds with a threshold); ``worse_group`` is "n/a" when no seed found a threshold (bias 0, as the
-    paper reports it). ``change`` = the bias minus the Original's. With ``paper_name="BERT-Base"``: the paper's
+    paper reports it). ``change`` = the bias minus the control's (Plain, the matched control, where there is one,
+    else Original); ``change_vs_original`` = the bias minus the Original's. With ``paper_name="BERT-Base"``: the paper's
     Figure 5 values (``bias_significance_methods_quantiles.csv``: bias, and the worse segment's q975; the paper's 0
     quantile for "no threshold" is shown as missing). Human results (``model: "Human"``) should be the Human row of
     ``spurious.bias.human_bias`` (the minimum over the annotators), one per heuristic.
@@ -583,42 +663,60 @@ def methods_bias_table(
     for model, ds, sp in _ordered_unique(k[:3] for k in cells):
         heuristics = report.ordered_heuristics(k[3] for k in cells if k[:3] == (model, ds, sp))
         for h in heuristics:
-            base = None
+            base: dict[str, float] = {}
             for method in _method_order(k[4] for k in cells if k[:4] == (model, ds, sp, h)):
                 group = _by_seed(cells[(model, ds, sp, h, method)], f"{model} {method} on {ds}/{sp}, {h}")
                 agg = _aggregate(group)
-                if method == ORIGINAL:
-                    base = agg["prediction_bias"]
+                if method in (ORIGINAL, CONTROL):
+                    base[method] = agg["prediction_bias"]
                 row: dict[str, Any] = {"model": model, "dataset": ds, "split": sp, "heuristic": h}
                 row["method"] = _label(method)
                 row.update(agg)
-                row["change"] = agg["prediction_bias"] - base if base is not None and method != ORIGINAL else math.nan
+                # the control's own row has no change (Original, and Plain when it is the control)
+                control = base.get(CONTROL, base.get(ORIGINAL))
+                is_control = method in (ORIGINAL, CONTROL)
+                row["change"] = agg["prediction_bias"] - control if control is not None and not is_control else math.nan
+                row["change_vs_original"] = (
+                    agg["prediction_bias"] - base[ORIGINAL] if ORIGINAL in base and method != ORIGINAL else math.nan
+                )
                 if with_paper:
                     name = "Human" if method == "human" else PAPER_METHODS.get(method)
                     bias = paper_values.HUMAN if method == "human" else paper_values.BIAS_METHODS_NEW.get(name, {})
                     quantile = paper_values.QUANTILE_METHODS.get(name or "", {}).get(h, math.nan)
                     row["prediction_bias" + PAPER_SUFFIX] = bias.get(h, math.nan)
                     row["worse_em_q975" + PAPER_SUFFIX] = math.nan if quantile == 0 else quantile
-                for key in ("prediction_bias", "change", "worse_em_mean", "worse_em_q025", "worse_em_q975"):
+                for key in (
+                    "prediction_bias", "change", "change_vs_original", "worse_em_mean", "worse_em_q025", "worse_em_q975"
+                ):  # fmt: skip
                     row[key] = _round(row[key])
                 rows.append(row)
     columns = [
         "model", "dataset", "split", "heuristic", "method", "n_seeds", "n_found", "prediction_bias", "change",
-        "threshold", "worse_group", "worse_size", "worse_em_mean", "worse_em_q025", "worse_em_q975",
+        "change_vs_original", "threshold", "worse_group", "worse_size", "worse_em_mean", "worse_em_q025", "worse_em_q975",
         "sample_size", "iterations",
     ]  # fmt: skip
     if with_paper:
         columns.insert(columns.index("prediction_bias") + 1, "prediction_bias" + PAPER_SUFFIX)
         columns.insert(columns.index("worse_em_q975") + 1, "worse_em_q975" + PAPER_SUFFIX)
+    has_control = any(k[4] == CONTROL for k in cells)
+    if not has_control:  # change is already the difference to the original model
+        columns.remove("change_vs_original")
     df = pd.DataFrame(rows, columns=columns)
     df["worse_size"] = df["worse_size"].round().astype("Int64")
     caption = [
         "Prediction bias per debiasing method (Figure 5): a debiased model is measured on the heuristic it was "
         "debiased for; worse = the under-performing segment, its EM mean and 2.5%/97.5% bootstrap quantiles "
-        f"({report._settings_text([r for v in cells.values() for r in v])}); n/a = no threshold found (bias 0); "
-        "change = bias minus the Original's. Several seeds: means over the seeds (the worse segment's values over "
-        "the seeds that found a threshold)."
+        f"({report._settings_text([r for v in cells.values() for r in v])}); n/a = no threshold found (bias 0). "
+        "Several seeds: means over the seeds (the worse segment's values over the seeds that found a threshold)."
     ]
+    if has_control:
+        caption.append(
+            "Control: change = bias minus the Plain model's (the matched control: standard fine-tuning with the "
+            "debiased runs' data, steps, initialisation and seed); change_vs_original = bias minus the Original's "
+            "(the paper's comparison)."
+        )
+    else:
+        caption.append("Control: change = bias minus the Original's (no plain control configured).")
     if with_paper:
         caption.append(
             "(paper) = the paper's Figure 5 values for BERT-Base (bias_significance_methods_quantiles.csv; its LMix "
@@ -678,10 +776,16 @@ def _single_model(results: Sequence[Mapping[str, Any]], model: str | None, what:
     return models[0]
 
 
-def _cross_caption(n_seeds: int | str, with_paper: bool) -> str:
+def _baseline_text(baseline: str) -> str:
+    if baseline == CONTROL:
+        return "the Plain model's (the matched control: same data, steps, initialisation and seed)"
+    return "the original model's"
+
+
+def _cross_caption(n_seeds: int | str, with_paper: bool, baseline: str = ORIGINAL) -> str:
     text = (
-        "prediction bias of the model debiased for the row heuristic on the column heuristic minus the original "
-        "model's (same seed), in points; negative = less bias; 0 counted where no threshold was found; mean over "
+        "prediction bias of the model debiased for the row heuristic on the column heuristic minus "
+        f"{_baseline_text(baseline)} (same seed), in points; negative = less bias; 0 counted where no threshold was found; mean over "
         f"seeds (n = {n_seeds}). others_mean = the mean over the row's other heuristics. A bias is a distance between "
         "bootstrap intervals and has no interval of its own."
     )
@@ -698,12 +802,14 @@ def cross_bias_matrix(
     method: str,
     model: str | None = None,
     paper_name: str | None = None,
+    baseline: str = "auto",
 ) -> pd.DataFrame:
     """Figures 6/7: the change of prediction bias caused by debiasing for one heuristic, on every heuristic.
 
     Rows (index ``addressed``) = the heuristic the model was debiased for, columns (``measured``) = the heuristic the
-    bias is measured on, both in the paper's order; value = the bias of the debiased model minus the original
-    model's (same model and seed), in points, averaged over the seeds (0 = no threshold, as the paper counts it);
+    bias is measured on, both in the paper's order; value = the bias of the debiased model minus the baseline's
+    (``"plain"``, the matched control; ``"original"``; ``"auto"`` = plain where the model has plain results, else
+    original; same model and seed), in points, averaged over the seeds (0 = no threshold, as the paper counts it);
     NaN where nothing was measured. ``others_mean`` = the row's mean over the off-diagonal cells (the paper's "enlarges
     other biases by … on average"). With ``paper_name="BERT-Base"`` ``diagonal (paper)`` = the paper's change on the
     addressed heuristic (its Figure 5 values minus the original's; the off-diagonal values are only in its figures).
@@ -715,12 +821,13 @@ def cross_bias_matrix(
     if not debiased_results:
         raise ValueError(f"no bias results of method {method!r} on {dataset}/{split}")
     model = _single_model(debiased_results, model, f"{method} bias results")
+    baseline = _resolve_baseline(selected, model, baseline)
     original: dict[tuple[str, str], float] = {}
     for r in selected:
-        if _method_of(r) == ORIGINAL and str(r.get("model")) == model:
+        if _method_of(r) == baseline and str(r.get("model")) == model:
             key = (str(r.get("model_seed")), str(r["heuristic"]))
             if key in original:
-                raise ValueError(f"two original bias results of {model!r}, seed {key[0]}, {key[1]}")
+                raise ValueError(f"two {baseline} bias results of {model!r}, seed {key[0]}, {key[1]}")
             original[key] = _bias_of(r)
     diffs: dict[tuple[str, str], dict[str, float]] = {}
     for r in debiased_results:
@@ -728,7 +835,7 @@ def cross_bias_matrix(
             continue
         seed, h, addressed = str(r.get("model_seed")), str(r["heuristic"]), str(r.get("addressed"))
         if (seed, h) not in original:
-            raise ValueError(f"no original bias result of {model!r}, seed {seed}, on {h} ({dataset}/{split})")
+            raise ValueError(f"no {baseline} bias result of {model!r}, seed {seed}, on {h} ({dataset}/{split})")
         cell = diffs.setdefault((addressed, h), {})
         if seed in cell:
             raise ValueError(f"two {method} bias results of {model!r} for {addressed}, seed {seed}, on {h}")
@@ -748,10 +855,22 @@ def cross_bias_matrix(
     matrix = matrix.round(2)
     n_seeds = _count_text([len(v) for v in diffs.values()])
     matrix.attrs["caption"] = (
-        f"Cross-bias change ({_label(method)}, {model}, {dataset}/{split}): {_cross_caption(n_seeds, with_paper)}"
+        f"Cross-bias change ({_label(method)}, {model}, {dataset}/{split}): "
+        f"{_cross_caption(n_seeds, with_paper, baseline)}"
     )
     matrix.attrs["n_seeds"] = n_seeds
+    matrix.attrs["baseline"] = baseline
     return matrix
+
+
+def _resolve_baseline(results: Sequence[Mapping[str, Any]], model: str, baseline: str) -> str:
+    """``"auto"`` → ``"plain"`` when the model has plain (matched-control) results, else ``"original"``."""
+    if baseline not in ("auto", CONTROL, ORIGINAL):
+        raise ValueError(f"baseline must be 'auto', 'plain' or 'original', got {baseline!r}")
+    if baseline != "auto":
+        return baseline
+    has_control = any(_method_of(r) == CONTROL and str(r.get("model")) == model for r in results)
+    return CONTROL if has_control else ORIGINAL
 
 
 def cross_bias_table(
@@ -766,18 +885,29 @@ def cross_bias_table(
     """The :func:`cross_bias_matrix` of every method (default: each debiasing method present) stacked into one table
     (columns ``method``, ``addressed``, then the measured heuristics), for a single CSV/Markdown file."""
     methods = _present_methods(bias_results, dataset, split, methods)
+    has_control = any(_method_of(r) == CONTROL for r in _select(bias_results, dataset, split))
+    baselines = [CONTROL, ORIGINAL] if has_control else [ORIGINAL]
     frames = []
-    for m in methods:
-        matrix = cross_bias_matrix(
-            bias_results, dataset=dataset, split=split, method=m, model=model, paper_name=paper_name
-        )
-        frames.append(matrix.reset_index().assign(method=_label(m), n_seeds=matrix.attrs["n_seeds"]))
+    for baseline in baselines:
+        for m in methods:
+            matrix = cross_bias_matrix(
+                bias_results,
+                dataset=dataset,
+                split=split,
+                method=m,
+                model=model,
+                paper_name=paper_name if baseline == ORIGINAL else None,
+                baseline=baseline,
+            )
+            frames.append(
+                matrix.reset_index().assign(method=_label(m), versus=_label(baseline), n_seeds=matrix.attrs["n_seeds"])
+            )
     table = pd.concat(frames, ignore_index=True)
     extra = ["others_mean"] + (["diagonal" + PAPER_SUFFIX] if paper_name is not None else [])
     measured = report.ordered_heuristics(
-        c for c in table.columns if c not in {"method", "addressed", "n_seeds", *extra}
+        c for c in table.columns if c not in {"method", "versus", "addressed", "n_seeds", *extra}
     )
-    table = table[["method", "addressed", "n_seeds", *measured, *extra]]
+    table = table[["versus", "method", "addressed", "n_seeds", *measured, *extra]]
     table.columns.name = None
     per_method = [str(f["n_seeds"].iloc[0]) for f in frames]
     n_seeds = (
@@ -785,7 +915,12 @@ def cross_bias_table(
         if len(set(per_method)) == 1
         else ", ".join(f"{_label(m)} {n}" for m, n in zip(methods, per_method, strict=True))
     )
-    caption = _cross_caption(n_seeds, paper_name is not None)
+    caption = _cross_caption(n_seeds, paper_name is not None, baselines[0])
+    if has_control:
+        caption += (
+            " Rows with versus = Original give the same differences to the original model instead (the paper's "
+            "comparison; the paper's diagonal is shown beside those)."
+        )
     table.attrs["caption"] = f"Cross-bias change per method ({dataset}/{split}): {caption}"
     return table
 
@@ -824,9 +959,9 @@ def figure_cross_bias(
     model: str | None = None,
     title: str | None = None,
 ) -> None:
-    """Figures 6/7: one heat map of :func:`cross_bias_matrix` per method (default: every debiasing method present),
-    diverging colours centred at 0 (red = more bias than the original model, blue = less), the values printed in
-    the cells ("–" = not measured)."""
+    """Figure 7: one heat map of :func:`cross_bias_matrix` per method (default: every debiasing method present),
+    against the matched plain control where there is one (else the original model), diverging colours centred at 0
+    (red = more bias than the baseline, blue = less), the values printed in the cells ("–" = not measured)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.colors import Normalize
@@ -836,6 +971,7 @@ def figure_cross_bias(
     matrices = {
         m: cross_bias_matrix(bias_results, dataset=dataset, split=split, method=m, model=model) for m in methods
     }
+    versus = _label(next(iter(matrices.values())).attrs["baseline"]).lower()
     values = {m: mat[[c for c in mat.columns if c != "others_mean"]] for m, mat in matrices.items()}
     vmax = max([0.5] + [float(np.nanmax(np.abs(v.to_numpy()))) for v in values.values() if v.notna().any().any()])
     norm = Normalize(-vmax, vmax)
@@ -861,9 +997,94 @@ def figure_cross_bias(
             ax.set_xlabel("measured heuristic")
             ax.set_title(f"{_label(m)} (seeds: {matrices[m].attrs['n_seeds']})", fontsize=8)
         axes[0].set_ylabel("addressed heuristic")
-        fig.colorbar(mesh, ax=list(axes), label="Δ prediction bias vs. original (points)", shrink=0.9)
+        fig.colorbar(mesh, ax=list(axes), label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
         fig.suptitle(title or f"Cross-bias change of the debiased models ({dataset}/{split})", fontsize=9)
         _save(fig, png_path, svg_path)
+
+
+def figure6_table(
+    bias_results: Sequence[Mapping[str, Any]],
+    *,
+    dataset: str,
+    split: str,
+    methods: Sequence[str] | None = None,
+    model: str | None = None,
+) -> pd.DataFrame:
+    """Figure 6's selection of the cross-bias matrix: per method, the row of the heuristic whose addressing reduced
+    its own prediction bias the most (the most negative diagonal cell; the paper's "cases where each method delivers
+    the largest Prediction bias reduction"), with its changes on every heuristic and ``others_mean``.
+
+    A method none of whose rows has a measured diagonal is left out. The baseline is that of
+    :func:`cross_bias_matrix` (``"auto"``: the plain control where there is one)."""
+    rows = []
+    baseline = ORIGINAL
+    for m in _present_methods(bias_results, dataset, split, methods):
+        matrix = cross_bias_matrix(bias_results, dataset=dataset, split=split, method=m, model=model)
+        baseline = matrix.attrs["baseline"]
+        diagonal = {a: matrix.at[a, a] for a in matrix.index if a in matrix.columns and not math.isnan(matrix.at[a, a])}
+        if not diagonal:
+            continue
+        best = min(diagonal, key=lambda a: (diagonal[a], report.ordered_heuristics(diagonal).index(a)))
+        row = {"method": _label(m), "addressed": best, "n_seeds": matrix.attrs["n_seeds"]}
+        row.update({c: matrix.at[best, c] for c in matrix.columns})
+        rows.append(row)
+    if not rows:
+        raise ValueError(f"no debiased model measured on the heuristic it addresses ({dataset}/{split})")
+    df = pd.DataFrame(rows)
+    measured = report.ordered_heuristics(c for c in df.columns if c not in {"method", "addressed", "n_seeds", "others_mean"})
+    df = df[["method", "addressed", "n_seeds", *measured, "others_mean"]]
+    df.attrs["caption"] = (
+        f"Figure 6 ({dataset}/{split}): per method, the addressed heuristic with the largest reduction of its own "
+        f"prediction bias, and the change of every prediction bias, minus {_baseline_text(baseline)}, in points "
+        "(others_mean = the mean over the other heuristics). The full matrix is the cross-bias table (Figure 7)."
+    )
+    df.attrs["baseline"] = baseline
+    return df
+
+
+def figure6(
+    bias_results: Sequence[Mapping[str, Any]],
+    png_path: str | os.PathLike,
+    svg_path: str | os.PathLike,
+    *,
+    dataset: str,
+    split: str,
+    methods: Sequence[str] | None = None,
+    model: str | None = None,
+) -> pd.DataFrame:
+    """Figure 6: :func:`figure6_table` as one heat map (a row per method, labelled with the addressed heuristic),
+    coloured like :func:`figure_cross_bias`. Returns the table."""
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.colors import Normalize
+    from matplotlib.figure import Figure
+
+    table = figure6_table(bias_results, dataset=dataset, split=split, methods=methods, model=model)
+    measured = [c for c in table.columns if c not in {"method", "addressed", "n_seeds", "others_mean"}]
+    values = table[measured].to_numpy(dtype=float)
+    vmax = max(0.5, float(np.nanmax(np.abs(values))) if np.isfinite(values).any() else 0.5)
+    labels = [f"{r.method} · {r.addressed}" for r in table.itertuples()]
+    with matplotlib.rc_context(_rc("spurious-figure6")):
+        fig = Figure(figsize=(2.0 + 0.75 * len(measured), 1.4 + 0.45 * len(labels)), layout="constrained")
+        FigureCanvasAgg(fig)
+        ax = fig.subplots()
+        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=(0.9, 0.9, 0.9, 1.0))
+        mesh = ax.pcolormesh(
+            np.ma.masked_invalid(values), cmap=cmap, norm=Normalize(-vmax, vmax), edgecolors="white", linewidth=0.5
+        )
+        for (i, j), x in np.ndenumerate(values):
+            text = report.NA_TEXT if math.isnan(x) else f"{x:+.2f}"
+            color = "white" if not math.isnan(x) and abs(x) > 0.6 * vmax else "black"
+            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=color)
+        ax.set_xticks(np.arange(len(measured)) + 0.5, measured, rotation=45, ha="right")
+        ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
+        ax.invert_yaxis()
+        ax.set_xlabel("measured heuristic")
+        versus = _label(table.attrs["baseline"]).lower()
+        fig.colorbar(mesh, ax=ax, label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
+        fig.suptitle(f"Cross-bias change where each method reduces its bias most ({dataset}/{split})", fontsize=9)
+        _save(fig, png_path, svg_path)
+    return table
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -1025,6 +1246,18 @@ def _model_seed(summary: Mapping[str, Any]) -> tuple[str, str]:
     return str(model), str(seed)
 
 
+def _gate_curve(summary: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+    """(steps, mean, q10, q90) of an LMix run's gate from its ``train_losses`` rows; None for other runs."""
+    rows = [r for r in summary.get("train_losses") or [] if "gate" in r]
+    if not rows:
+        return None
+    steps = np.array([float(r["step"]) for r in rows])
+    mean = np.array([float(r["gate"]) for r in rows])
+    q10 = np.array([float(r.get("gate_q10", r["gate"])) for r in rows])
+    q90 = np.array([float(r.get("gate_q90", r["gate"])) for r in rows])
+    return steps, mean, q10, q90
+
+
 def figure_loss_curves(
     summaries: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -1034,9 +1267,11 @@ def figure_loss_curves(
     id_name: str = "validation",
     title: str | None = None,
 ) -> None:
-    """Figures 8/9: validation loss against training step. One panel per debiased run, with its original run (same
-    model and seed) in lighter, thinner lines behind it, as in the paper; one colour per dataset, the in-distribution
-    curve (``id_name``) solid and the OOD ones dashed. Without debiased runs, one panel per original run.
+    """Figures 8/9: validation loss against training step, one panel per run: the original runs, the plain controls
+    (the original behind them) and the debiased runs with their control behind them (the plain run of the same model
+    and seed where there is one, else the original) in lighter, thinner lines, as in the paper; one colour per
+    dataset, the in-distribution curve (``id_name``) solid and the OOD ones dashed. LMix panels also show the gate on
+    a right-hand axis (its batch mean per step, black, with the 10-90 % band), so a gate that runs away is visible.
     ``max_step`` cuts the x axis (the paper shows the first 10,000 steps)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -1046,6 +1281,7 @@ def figure_loss_curves(
     if not summaries:
         raise ValueError("no training summaries to plot")
     originals = {_model_seed(s): s for s in summaries if _method_of(s) == ORIGINAL}
+    controls = {_model_seed(s): s for s in summaries if _method_of(s) == CONTROL}
     debiased = [s for s in summaries if _method_of(s) in DEBIASING_METHODS]
     order = {m: i for i, m in enumerate(DEBIASING_METHODS)}
     heuristic_rank = {h: i for i, h in enumerate(paper_values.HEURISTIC_ORDER)}
@@ -1057,14 +1293,17 @@ def figure_loss_curves(
             str(s.get("run")),
         )
     )
-    panels = [(s, originals.get(_model_seed(s))) for s in debiased] or [(s, None) for s in originals.values()]
+    panels = [(s, None) for s in originals.values()]
+    panels += [(s, originals.get(key)) for key, s in controls.items()]
+    panels += [(s, controls.get(_model_seed(s), originals.get(_model_seed(s)))) for s in debiased]
     names = _ordered_unique(n for s in summaries for n in sorted(_curves(s), key=lambda n: (n != id_name, n)))
     cmap = matplotlib.colormaps["tab10"]
     colors = {n: cmap(i % 10) for i, n in enumerate(names)}
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
+    any_gate = False
     with matplotlib.rc_context(_rc("spurious-loss-curves")):
-        fig = Figure(figsize=(1.0 + 3.4 * cols, 0.6 + 2.6 * n_rows), layout="constrained")
+        fig = Figure(figsize=(1.0 + 3.6 * cols, 0.6 + 2.6 * n_rows), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(n_rows, cols, squeeze=False).ravel()
         for ax, (summary, base) in zip(axes, panels, strict=False):
@@ -1082,22 +1321,109 @@ def figure_loss_curves(
                         alpha=0.4 if light else 1.0,
                     )
             method = _method_of(summary)
-            label = _label(method) + (f" · {summary.get('addressed')}" if method != ORIGINAL else "")
-            ax.set_title(f"{label} ({summary.get('run', '')})", fontsize=8)
+            label = _label(method) + (f" · {summary.get('addressed')}" if summary.get("addressed") else "")
+            behind = f"; behind: {_label(_method_of(base)).lower()}" if base is not None else ""
+            ax.set_title(f"{label} ({summary.get('run', '')}{behind})", fontsize=7)
             ax.set_xlabel("step")
             ax.set_ylabel("validation loss")
             ax.grid(linewidth=0.3, alpha=0.6)
+            gate = _gate_curve(summary)
+            if gate is not None:
+                any_gate = True
+                steps, mean, q10, q90 = gate
+                keep = steps <= max_step if max_step is not None else np.ones(len(steps), dtype=bool)
+                twin = ax.twinx()
+                twin.fill_between(steps[keep], q10[keep], q90[keep], color="black", alpha=0.12, linewidth=0)
+                twin.plot(steps[keep], mean[keep], color="black", linewidth=0.8)
+                twin.set_ylabel("LMix gate g(x)")
+                twin.set_ylim(bottom=0.0)
         for ax in axes[len(panels) :]:
             ax.set_visible(False)
         handles = [Line2D([], [], color=colors[n], linestyle="-" if n == id_name else "--", label=n) for n in names]
-        if debiased:
+        if len(panels) > len(originals):
             handles += [
-                Line2D([], [], color="black", linewidth=1.2, label="debiased"),
-                Line2D([], [], color="black", linewidth=0.7, alpha=0.4, label="original"),
+                Line2D([], [], color="black", linewidth=1.2, label="the panel's run"),
+                Line2D([], [], color="black", linewidth=0.7, alpha=0.4, label="its control (plain, else original)"),
             ]
+        if any_gate:
+            handles.append(Line2D([], [], color="black", linewidth=0.8, label="gate mean (10-90 % band), right axis"))
         fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
         fig.suptitle(title or "Validation loss during training (in-distribution solid, OOD dashed)", fontsize=9)
         _save(fig, png_path, svg_path)
+
+
+def runs_table(
+    summaries: Sequence[Mapping[str, Any]],
+    metrics: Sequence[Mapping[str, Any]],
+    *,
+    id_dataset: str,
+    id_split: str,
+) -> pd.DataFrame:
+    """One row per trained run of the experiment (original, plain, debiased): what it was trained on and with, the
+    scale it used and where that came from (``config``, ``scale search (<choice file>)``), the LMix gate at the end of
+    training, and its in-distribution EM/F1 with ``em_vs_control`` = its EM / the matched control's EM (the plain run
+    of the same model and seed, else the original).
+
+    ``summaries`` are training summaries with ``run``, ``model``, ``seed``, ``method``, ``addressed``; ``metrics`` the
+    prediction metrics (``run``, ``dataset``, ``split``, ``exact_match``, ``f1``)."""
+    scores = {
+        str(m["run"]): m for m in metrics if str(m.get("dataset")) == id_dataset and str(m.get("split")) == id_split
+    }
+    rows = []
+    for s in summaries:
+        method = _method_of(s)
+        if method not in (ORIGINAL, CONTROL, *DEBIASING_METHODS):
+            continue
+        gate = s.get("gate") or {}
+        score = scores.get(str(s["run"]), {})
+        rows.append(
+            {
+                "run": s["run"],
+                "method": _label(method),
+                "addressed": s.get("addressed"),
+                "seed": s.get("seed"),
+                "scale": s.get("scale", math.nan),
+                "scale_source": s.get("scale_source", N_A),
+                "train_questions": s.get("n_train_examples"),
+                "train_windows": s.get("n_train_features"),
+                "steps": s.get("steps"),
+                "saved_step": s.get("saved_step"),
+                "init": s.get("init"),
+                "gate_final_mean": gate.get("final_mean", math.nan),
+                "gate_final_q10": gate.get("final_q10", math.nan),
+                "gate_final_q90": gate.get("final_q90", math.nan),
+                "id_em": score.get("exact_match", math.nan),
+                "id_f1": score.get("f1", math.nan),
+                "_key": _model_seed(s),
+                "_method": method,
+            }
+        )
+    if not rows:
+        raise ValueError("no original, plain or debiased training summaries")
+    controls = {r["_key"]: r["id_em"] for r in rows if r["_method"] == CONTROL}
+    originals = {r["_key"]: r["id_em"] for r in rows if r["_method"] == ORIGINAL}
+    for r in rows:
+        if r["_method"] in (ORIGINAL, CONTROL):
+            r["em_vs_control"] = math.nan
+            continue
+        base = controls.get(r["_key"], originals.get(r["_key"], math.nan))
+        r["em_vs_control"] = r["id_em"] / base if base and not math.isnan(base) else math.nan
+    order = {m: i for i, m in enumerate((ORIGINAL, CONTROL, *DEBIASING_METHODS))}
+    rank = {h: i for i, h in enumerate(paper_values.HEURISTIC_ORDER)}
+    rows.sort(key=lambda r: (order[r["_method"]], rank.get(str(r["addressed"]), -1), str(r["run"])))
+    df = pd.DataFrame(rows).drop(columns=["_key", "_method"])
+    for key in ("id_em", "id_f1", "gate_final_mean", "gate_final_q10", "gate_final_q90"):
+        df[key] = df[key].astype(float).round(2)
+    df["em_vs_control"] = df["em_vs_control"].astype(float).round(3)
+    control = "the Plain run" if controls else "the original run"
+    df.attrs["caption"] = (
+        f"The runs of the debiasing experiment: training data (questions, windows), steps (saved_step = the kept "
+        f"checkpoint), initialisation, the scale s each method used and where it came from (config, or the scale "
+        f"search's choice file), the LMix gate at the end of training (mean and 10/90 % quantiles over the last 10 % "
+        f"of steps), and the in-distribution EM/F1 on {id_dataset}/{id_split}; em_vs_control = EM / the EM of "
+        f"{control} of the same model and seed."
+    )
+    return df
 
 
 #: The demo's quality floor (issue text): the bias model must be clearly better on its biased segment.

@@ -267,6 +267,34 @@ def bias_table(
     return df
 
 
+def figure4_table(
+    reference: Sequence[Mapping[str, Any]],
+    fixed: Sequence[Mapping[str, Any]],
+    human: Sequence[Mapping[str, Any]] = (),
+) -> pd.DataFrame:
+    """Figure 4 (§5.2) as a table: the reference model's prediction bias at its own best thresholds, then every model
+    trained on another dataset at those same thresholds (:func:`spurious.bias.measure_at_threshold` results: 0 where
+    the reference found none, or where the segments' intervals overlap), then the Human row; the layout of
+    :func:`bias_table`. Every result must be on the same dataset and split."""
+    results = [*reference, *fixed, *human]
+    if not reference or not fixed:
+        raise ValueError("Figure 4 needs the reference model's search results and the other models' fixed-threshold results")
+    where = {(str(r.get("dataset")), str(r.get("split"))) for r in results}
+    if len(where) != 1:
+        raise ValueError(f"Figure 4 results come from several splits: {sorted(where)}")
+    df = bias_table(results)
+    ref_models = sorted({str(r.get("model")) for r in reference})
+    dataset, split = next(iter(where))
+    df.attrs["caption"] = (
+        f"Figure 4 (§5.2): prediction bias on {dataset}/{split} (EM, points). {', '.join(ref_models)}: its own search, "
+        "as in the bias table; every other model at the thresholds that search found, so all are cut into the same "
+        "segments (0 = the reference found no threshold, or the intervals overlap there; no search maximises "
+        f"these values); {_settings_text(results)}."
+        + (" Human = the minimum over the three annotators' own searches, as in the bias table." if human else "")
+    )
+    return df
+
+
 def scores_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """SQuAD v1.1 EM/F1 per model (or annotator) and evaluated split, from the predict rules' metrics files."""
     rows = []
