@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test lint unit bench clean
+.PHONY: install install-dev demo demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -46,10 +46,15 @@ demo: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
 	$(MAKE) report
 
-# Debiasing on CPU (configs/demo-debias.yaml): word-dist, ReSam/LMix/CReg, NQ out of distribution (< 60 min).
+# Debiasing on CPU (configs/demo-debias.yaml): word-dist, a matched plain control, ReSam/LMix/CReg, NQ out of
+# distribution (< 60 min); then the quality floors (benchmarks/check_debias_floors.py).
 demo-debias: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml
 	$(MAKE) report-debias
+	$(MAKE) check-debias
+
+check-debias: install
+	$(BIN)/python benchmarks/check_debias_floors.py --json results/check_debias_floors.json
 
 report-debias: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml \

@@ -7,7 +7,8 @@
 
 rule train_bias_model:
     """A bias model (App. B.2.1): trained on the biased training segment only; the checkpoint kept is the one with
-    the largest F1 gap between the biased and unbiased validation segments."""
+    the largest F1 gap between the biased and unbiased validation segments (among those whose unbiased F1 stays
+    below debias.bias_model.max_unbiased_f1, when set)."""
     input:
         train=lambda w: debias_segments(debias_train_ref()["split"], w.heuristic)[
             "biased"
@@ -38,6 +39,7 @@ rule train_bias_model:
         selection_max_examples=(
             DEBIAS["bias_model"]["selection_max_examples"] if DEBIAS else None
         ),
+        max_unbiased_f1=DEBIAS["bias_model"]["max_unbiased_f1"] if DEBIAS else None,
         settings=lambda w: dict(method_training(config, "bias_model"), seed=int(w.seed)),
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, "biasmodel"),
     script:

@@ -576,3 +576,25 @@ def test_runs_table_reports_scales_gate_and_em_ratio() -> None:
     assert lmix["scale"] == 0.8 and lmix["scale_source"].startswith("scale search")
     assert lmix["em_vs_control"] == 0.75 and lmix["gate_final_mean"] == 1.23 and lmix["id_f1"] == 41.0
     assert df.iloc[0]["scale_source"] == "n/a" and math.isnan(df.iloc[1]["em_vs_control"])
+
+
+def test_quality_floors() -> None:
+    runs = pd.DataFrame(
+        [
+            {"run": "m/plain/seed0", "method": "Plain", "em_vs_control": math.nan, "gate_final_mean": math.nan},
+            {"run": "m/lmix/word-dist/seed0", "method": "LMix", "em_vs_control": 0.61, "gate_final_mean": 2.6},
+            {"run": "m/creg/word-dist/seed0", "method": "CReg", "em_vs_control": 0.59, "gate_final_mean": math.nan},
+            {"run": "m/resam/word-dist/seed0", "method": "ReSam", "em_vs_control": math.nan, "gate_final_mean": math.nan},
+        ]
+    )
+    bias_models = pd.DataFrame([{"run": "m/biasmodel/word-dist/seed0", "f1_gap": 10.0, "f1_unbiased": 20.0}])
+    checks = dr.quality_floors(runs, bias_models)
+    got = {(c.check, c.run.split("/")[1]): c.passed for c in checks.itertuples()}
+    assert got == {
+        ("ID EM / control EM", "lmix"): True,
+        ("LMix gate mean, end of training", "lmix"): False,  # 2.6 > 2.5
+        ("ID EM / control EM", "creg"): False,  # 0.59 < 0.6
+        ("ID EM / control EM", "resam"): False,  # NaN fails
+        ("bias model F1 gap", "biasmodel"): True,  # 10 >= 10
+        ("bias model F1, unbiased segment", "biasmodel"): False,  # 20 is not < 20
+    }

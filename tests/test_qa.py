@@ -7,6 +7,7 @@ minute; they compare loss curves and weights for *exact* equality, which holds o
 from __future__ import annotations
 
 import json
+import math
 import signal
 from pathlib import Path
 
@@ -667,7 +668,17 @@ def test_segment_gap_selection_scores_the_f1_difference(reference_run, tiny_fram
         "em_biased": expected["biased"]["exact_match"],
         "f1_unbiased": expected["unbiased"]["f1"],
         "em_unbiased": expected["unbiased"]["exact_match"],
+        "f1_gap": expected["biased"]["f1"] - expected["unbiased"]["f1"],
     }
     assert score == info["f1_biased"] - info["f1_unbiased"]
     other = qa.segment_gap_selection(unbiased, biased, settings=settings)
     assert isinstance(select.fingerprint, str) and other.fingerprint != select.fingerprint
+    # a cap on the unbiased F1: a checkpoint at or above it scores NaN (never selected); below it, the gap
+    model = load_qa_model(tmp / "a" / "model")
+    f1_unbiased = info["f1_unbiased"]
+    capped = qa.segment_gap_selection(biased, unbiased, settings=settings, max_unbiased_f1=f1_unbiased)
+    capped_score, capped_info = capped(model, tokenizer)
+    assert math.isnan(capped_score) and capped_info["f1_gap"] == score
+    loose = qa.segment_gap_selection(biased, unbiased, settings=settings, max_unbiased_f1=f1_unbiased + 0.01)
+    assert loose(model, tokenizer)[0] == score
+    assert len({select.fingerprint, capped.fingerprint, loose.fingerprint}) == 3

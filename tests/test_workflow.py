@@ -50,7 +50,7 @@ def job_counts(output: str) -> dict[str, int]:
     block = output.split("Job stats:")[-1]
     counts = {}
     for line in block.splitlines():
-        m = re.match(r"^([a-z_]+)\s+(\d+)$", line.strip())
+        m = re.match(r"^([a-z0-9_]+)\s+(\d+)$", line.strip())
         if m and m.group(1) != "total":
             counts[m.group(1)] = int(m.group(2))
     return counts
@@ -122,8 +122,10 @@ def test_demo_debias_dry_run_plans_the_debiasing_chain(tmp_path):
     counts = job_counts(out)
     assert counts["train"] == 1 and counts["train_bias_model"] == 1 and counts["feature_logits"] == 2
     assert counts["train_debiased"] == 3 and counts["subset"] == 1 and counts["debias_report"] == 1
-    # original + ReSam/LMix/CReg for word-dist, each on SQuAD validation and NQ
-    assert counts["predict"] == 8 and counts["bias"] == 4 * 2 * 7 + 3 * 7
+    assert counts["train_plain"] == 1  # the matched control
+    # original + plain + ReSam/LMix/CReg for word-dist, each on SQuAD validation and NQ; the Human annotators
+    assert counts["predict"] == 10 and counts["bias"] == 5 * 2 * 7 + 3 * 7
+    assert "scale_search_train" not in counts  # the demo uses fixed scales (README)
     # the training subset's and the validation split's segments, both at the validation threshold
     assert counts["segments"] == 2
     assert "results/segments/minilm/seed0/squad/train_small/word-dist/by_validation/biased.parquet" in out
@@ -149,21 +151,30 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         str(REPO / "configs" / "paper-squad.yaml"),
     )
     resources = _resources_by_rule(proc.stdout)
-    for rule in ("train", "predict", "train_bias_model", "train_debiased", "feature_logits"):
+    gpu_rules = ("train", "predict", "train_bias_model", "train_debiased", "train_plain", "feature_logits")
+    for rule in (*gpu_rules, "scale_search_train", "scale_search_score"):
         assert resources[rule]["gpu"] == "1", resources[rule]
         assert resources[rule]["slurm_partition"] == "gpu"
         assert int(resources[rule]["cpus_per_gpu"]) >= 1
         assert int(resources[rule]["mem_mb"]) >= 16000 and int(resources[rule]["runtime"]) >= 60
     for rule in ("heuristics", "bias", "bias_fixed_threshold", "segments"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
-    # The paper grid: 6 heuristics x 3 methods, a bias model per heuristic, teacher + bias logits, and every model
-    # (original + 18 debiased) predicted on SQuAD and the three OOD sets.
+    # The paper grid: 6 heuristics x 3 methods and the plain control, a bias model per heuristic, teacher + bias
+    # logits; the four pretrained models (Figs. 2-3) and the debiased models predicted on SQuAD and the three OOD
+    # sets; Figure 4's three RoBERTa-large models (trained elsewhere) on SQuAD validation only, at the SQuAD model's
+    # thresholds; the App. B.2.3-4 scale search (8 values x LMix and CReg on word-dist) and its two choices.
     counts = job_counts(proc.stdout)
-    assert counts["train_debiased"] == 18 and counts["train_bias_model"] == 6 and counts["feature_logits"] == 7
-    assert counts["predict"] == 19 * 4 and counts["debias_report"] == 1
-    assert int(resources["train_debiased"]["runtime"]) >= 1440  # LMix: up to 100k steps (App. D)
-    # The paper run trains BERT-base only: the embedded default's model is not merged in.
-    assert "minilm" not in proc.stdout and "bert_base_cased" in proc.stdout
+    assert counts["train_debiased"] == 18 and counts["train_plain"] == 1 and counts["train_bias_model"] == 6
+    assert counts["feature_logits"] == 7 and counts["train"] == 4 + 3
+    assert counts["predict"] == (4 + 1 + 18) * 4 + 3 and counts["debias_report"] == 1
+    assert counts["bias_fixed_threshold"] == 3 * 7 and counts["figure4_report"] == 1
+    assert counts["scale_search_train"] == counts["scale_search_score"] == 16 and counts["scale_search_choice"] == 2
+    assert int(resources["train_debiased"]["runtime"]) >= 1440  # LMix: 60-100k steps (App. D)
+    for model in ("bert_base_cased", "roberta_base", "roberta_large", "electra_base", "roberta_large_triviaqa"):
+        assert f"results/models/{model}/seed0/training.json" in proc.stdout
+    assert "results/bias_fixed/roberta_large_nq/seed0/squad/validation/word-dist.json" in proc.stdout
+    # The embedded default's model is not merged in.
+    assert "minilm" not in proc.stdout
     # GPU requests live only in the profile: without it no job asks for a GPU.
     plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-squad.yaml")).stdout
     assert "gpu=" not in plain
@@ -295,8 +306,9 @@ def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
 
 @pytest.fixture(scope="module")
 def tiny_debias_run(tmp_path_factory):
-    """The debiasing chain end to end on the tiny config: a bias model, teacher/bias logits, ReSam, LMix and CReg,
-    predictions on SQuAD and a 60-question NQ subset, and the debiasing report (a few minutes on 2 cores).
+    """The debiasing chain end to end on the tiny config: a bias model, teacher/bias logits, the plain control, LMix's
+    scale search (two values), ReSam, LMix and CReg, predictions on SQuAD and a 60-question NQ subset, and the
+    debiasing report (a few minutes on 2 cores).
 
     A 6-step model has no measurable bias, so the word-dist threshold is given (debias.fixed_thresholds) instead
     of searched; the searched path is the same rule with the bias result as input (see the demo-debias dry-run)."""
@@ -316,6 +328,7 @@ def tiny_debias_run(tmp_path_factory):
         "fixed_thresholds": {"word-dist": {"threshold": 3.0, "biased_group": "low"}},
         "training": {"max_steps": 4, "eval_every": 2},
         "bias_model": {"selection_max_examples": 20, "training": {"max_steps": 4, "eval_every": 2}},
+        "scale_search": {"heuristic": "word-dist", "grid": [0.2, 0.8], "methods": ["lmix"], "max_examples": 20},
     }
     cfg_path = work / "tiny_debias.yaml"
     cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -360,21 +373,49 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
         assert set(curves) == {"validation", "nq/tiny"} and [p["step"] for p in curves["nq/tiny"]] == [2, 4]
     assert not any((res / "_checkpoints").rglob("state.json")), "checkpoints are removed after success"
 
-    for run in ("minilm/seed0", "minilm/resam/word-dist/seed0", "minilm/lmix/word-dist/seed0", "minilm/creg/word-dist/seed0"):
+    runs = ("minilm/seed0", "minilm/plain/seed0", "minilm/resam/word-dist/seed0", "minilm/lmix/word-dist/seed0",
+            "minilm/creg/word-dist/seed0")  # fmt: skip
+    for run in runs:
         m = json.loads((res / f"predictions/{run}/nq/tiny.metrics.json").read_text())
         assert m["n"] == 60 and m["run"] == run
         r = json.loads((res / f"bias/{run}/squad/validation/ans-len.json").read_text())
-        expected_method = run.split("/")[1] if run.count("/") == 3 else "original"
+        expected_method = run.split("/")[1] if run.count("/") >= 2 else "original"
         assert r["run"] == run and r["method"] == expected_method
 
+    # the original model logs its OOD validation curve too (Figs. 8-9)
+    original = json.loads((res / "models/minilm/seed0/training.json").read_text())
+    assert set(original["validation_curves"]) == {"validation", "nq/tiny"}
+    # the matched control: the debiased runs' data, steps and seed, no objective
+    plain = json.loads((res / "models/minilm/plain/seed0/training.json").read_text())
+    lmix = json.loads((res / "models/minilm/lmix/word-dist/seed0/training.json").read_text())
+    creg = json.loads((res / "models/minilm/creg/word-dist/seed0/training.json").read_text())
+    assert plain["objective_id"] is None and plain["addressed"] is None and plain["method"] == "plain"
+    assert (plain["n_train_examples"], plain["steps"], plain["settings"]) == (
+        lmix["n_train_examples"], lmix["steps"], lmix["settings"],
+    )  # fmt: skip
+    # LMix reads its scale from the search's choice file; CReg (not searched) keeps its configured one
+    choice = json.loads((res / "scale_search/minilm/lmix/choice.json").read_text())
+    assert [c["scale"] for c in choice["candidates"]] == [0.2, 0.8] and choice["metric"] == "f1"
+    assert choice["score"] == max(c["f1"] for c in choice["candidates"])
+    assert lmix["scale"] == choice["scale"] and "choice.json" in lmix["scale_source"]
+    assert f'"scale": {choice["scale"]}' in lmix["objective_id"]
+    assert creg["scale"] == 0.2 and creg["scale_source"] == "config"
+    assert lmix["gate"]["steps"] == 4 and lmix["gate"]["final_q10"] <= lmix["gate"]["final_q90"]
+    assert {"gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"} <= set(lmix["train_losses"][-1])
+
+    runs_table = pd.read_csv(res / "report/debias/runs.csv")
+    assert list(runs_table["method"]) == ["Original", "Plain", "ReSam", "LMix", "CReg"]
+    assert runs_table.set_index("method").loc["LMix", "scale"] == choice["scale"]
+
     table1 = pd.read_csv(res / "report/debias/table1.csv")
-    assert {"Original", "ReSam", "LMix", "CReg"} <= set(table1["method"])
+    assert {"Original", "Plain", "ReSam", "LMix", "CReg"} <= set(table1["method"])
+    assert {"nq", "nq vs original"} <= set(table1.columns)
     word_dist_rows = table1[(table1["method"] != "Original") & (table1["addressed"] == "word-dist")]
     assert set(word_dist_rows["metric"]) == {"EM", "F1"} and (word_dist_rows["n_seeds"] == 1).all()
     bias_models = pd.read_csv(res / "report/debias/bias_models.csv")
     assert len(bias_models) == 1 and bias_models.loc[0, "f1_gap"] == pytest.approx(
         round(best["f1_biased"] - best["f1_unbiased"], 2)
     )
-    for name in ("figure5", "cross_bias", "figure3", "loss_curves"):
+    for name in ("figure5", "cross_bias", "figure3", "loss_curves", "figure6"):
         for ext in ("png", "svg"):
             assert (res / f"report/debias/{name}.{ext}").stat().st_size > 0

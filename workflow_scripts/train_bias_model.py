@@ -18,13 +18,14 @@ segments = {name: data.read_qa_parquet(snakemake.input[f"valid_{name}"]) for nam
 settings = dict(params.settings, threads=snakemake.threads)
 log.info(
     "bias model for %s: %d biased training questions; selection on %d biased / %d unbiased validation questions "
-    "(at most %s each); init %s",
+    "(at most %s each); init %s; unbiased-F1 cap %s",
     w.heuristic,
     len(train),
     len(segments["biased"]),
     len(segments["unbiased"]),
     params.selection_max_examples,
     params.init,
+    params.max_unbiased_f1,
 )
 summary = qa.train_qa(
     train,
@@ -35,10 +36,21 @@ summary = qa.train_qa(
     settings=settings,
     log=log.info,
     selection=qa.segment_gap_selection(
-        segments["biased"], segments["unbiased"], settings=settings, max_examples=params.selection_max_examples
+        segments["biased"],
+        segments["unbiased"],
+        settings=settings,
+        max_examples=params.selection_max_examples,
+        max_unbiased_f1=params.max_unbiased_f1,
     ),
     init=params.init,
 )
+if summary["best_step"] is None:
+    raise RuntimeError(
+        f"bias model for {w.heuristic}: no evaluated checkpoint had an F1 below {params.max_unbiased_f1} on the "
+        "unbiased validation segment (debias.bias_model.max_unbiased_f1); evaluate earlier and more often "
+        "(bias_model.training.eval_every), lower the learning rate, or raise the cap. History: "
+        + "; ".join(f"step {h['step']}: unbiased F1 {h['f1_unbiased']:.1f}, gap {h['f1_gap']:.1f}" for h in summary["selection_history"])
+    )
 run = f"{w.model}/biasmodel/{w.heuristic}/seed{w.seed}"
 summary.update(model=w.model, run=run, method="biasmodel", addressed=w.heuristic, checkpoint=params.checkpoint)
 io.write_json(summary, snakemake.output.summary)

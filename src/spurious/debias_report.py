@@ -52,6 +52,7 @@ __all__ = [
     "figure6_table",
     "ood_performance_table",
     "paper_dataset_name",
+    "quality_floors",
     "runs_table",
     "table1",
     "table1_display",
@@ -1422,6 +1423,43 @@ def runs_table(
         f"search's choice file), the LMix gate at the end of training (mean and 10/90 % quantiles over the last 10 % "
         f"of steps), and the in-distribution EM/F1 on {id_dataset}/{id_split}; em_vs_control = EM / the EM of "
         f"{control} of the same model and seed."
+    )
+    return df
+
+
+#: Quality floors of the debiasing demo (issue 12): a debiased model keeps most of its control's in-distribution EM,
+#: the LMix gate neither vanishes nor runs away, and the bias model is a shortcut, not a general QA model.
+FLOORS = {"em_vs_control_min": 0.6, "gate_min": 0.2, "gate_max": 2.5, "bias_gap_min": 10.0, "bias_unbiased_f1_max": 20.0}
+
+
+def quality_floors(runs: pd.DataFrame, bias_models: pd.DataFrame, floors: Mapping[str, float] = FLOORS) -> pd.DataFrame:
+    """The floors a debiasing run must meet to be read as a result, one row per check (``check``, ``run``,
+    ``value``, ``floor``, ``passed``), from :func:`runs_table` and :func:`bias_models_table`:
+
+    * every debiased model's in-distribution EM is at least ``em_vs_control_min`` of its matched control's;
+    * every LMix model's gate mean at the end of training lies in [``gate_min``, ``gate_max``];
+    * every bias model's F1 gap is at least ``bias_gap_min`` points while its F1 on the unbiased validation segment
+      stays below ``bias_unbiased_f1_max`` (a competent general QA model would give the methods nothing to remove).
+    """
+    rows = []
+    debiased = runs[runs["method"].isin([METHOD_LABELS[m] for m in DEBIASING_METHODS])]
+    if debiased.empty:
+        raise ValueError("no debiased runs to check")
+    for r in debiased.itertuples():
+        rows.append(("ID EM / control EM", r.run, r.em_vs_control, f">= {floors['em_vs_control_min']:g}",
+                     bool(r.em_vs_control >= floors["em_vs_control_min"])))  # fmt: skip
+        if r.method == METHOD_LABELS["lmix"]:
+            ok = floors["gate_min"] <= r.gate_final_mean <= floors["gate_max"]
+            rows.append(("LMix gate mean, end of training", r.run, r.gate_final_mean,
+                         f"in [{floors['gate_min']:g}, {floors['gate_max']:g}]", bool(ok)))  # fmt: skip
+    for r in bias_models.itertuples():
+        rows.append(("bias model F1 gap", r.run, r.f1_gap, f">= {floors['bias_gap_min']:g}",
+                     bool(r.f1_gap >= floors["bias_gap_min"])))  # fmt: skip
+        rows.append(("bias model F1, unbiased segment", r.run, r.f1_unbiased, f"< {floors['bias_unbiased_f1_max']:g}",
+                     bool(r.f1_unbiased < floors["bias_unbiased_f1_max"])))  # fmt: skip
+    df = pd.DataFrame(rows, columns=["check", "run", "value", "floor", "passed"])
+    df.attrs["caption"] = (
+        "Quality floors of the debiasing experiment: a NaN value fails (e.g. no control's EM, no gate record)."
     )
     return df
 

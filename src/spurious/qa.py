@@ -878,13 +878,17 @@ def segment_gap_selection(
     *,
     settings: Mapping[str, Any] | None = None,
     max_examples: int | None = None,
+    max_unbiased_f1: float | None = None,
 ) -> SelectionFn:
     """A checkpoint selection for bias models: F1 on the biased minus F1 on the unbiased validation segment.
 
     The reference keeps the bias-model checkpoint whose F1 differs most between the biased and the unbiased segment
     (App. B.2.1; reference-notes §A.4): the most *biased* model, not the most accurate one. ``max_examples`` takes the
-    same seeded subset of each frame as ``eval_max_examples`` does (the reference evaluates 200 rows of each). The
-    returned function carries a ``fingerprint`` for the run fingerprint.
+    same seeded subset of each frame as ``eval_max_examples`` does (the reference evaluates 200 rows of each).
+    ``max_unbiased_f1`` restricts the choice to checkpoints whose F1 on the unbiased segment stays below it (their
+    score is NaN otherwise, which never improves): a bias model that answers unbiased questions well is a general QA
+    model, and LMix/CReg would then remove the task instead of the shortcut. The gap is recorded as ``f1_gap`` either
+    way. The returned function carries a ``fingerprint`` for the run fingerprint.
     """
     from spurious.metrics import evaluate
 
@@ -897,10 +901,14 @@ def segment_gap_selection(
         for name, frame in (("biased", biased), ("unbiased", unbiased)):
             result = evaluate(frame, predict_with_model(model, tokenizer, frame, settings=s))
             scores[f"f1_{name}"], scores[f"em_{name}"] = result["f1"], result["exact_match"]
-        return scores["f1_biased"] - scores["f1_unbiased"], scores
+        scores["f1_gap"] = scores["f1_biased"] - scores["f1_unbiased"]
+        if max_unbiased_f1 is not None and not scores["f1_unbiased"] < max_unbiased_f1:
+            return math.nan, scores
+        return scores["f1_gap"], scores
 
     described = {
         "kind": "segment_gap",
+        **({"max_unbiased_f1": float(max_unbiased_f1)} if max_unbiased_f1 is not None else {}),
         "biased": ids_sha256([str(i) for i in biased["id"]]),
         "unbiased": ids_sha256([str(i) for i in unbiased["id"]]),
         "settings": {k: s[k] for k in ("max_length", "stride", "n_best", "max_answer_length")},
