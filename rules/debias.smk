@@ -36,6 +36,7 @@ rule train_bias_model:
     params:
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
         init=DEBIAS["bias_model"]["init"] if DEBIAS else None,
+        trainable=DEBIAS["bias_model"]["trainable"] if DEBIAS else None,
         selection_max_examples=(
             DEBIAS["bias_model"]["selection_max_examples"] if DEBIAS else None
         ),

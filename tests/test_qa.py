@@ -318,7 +318,7 @@ def tiny_frames(squad_dev):
     return short.iloc[:10].reset_index(drop=True), short.iloc[200:206].reset_index(drop=True)
 
 
-HOOKS = ("objective_factory", "objective_id", "selection", "extra_validation", "init")
+HOOKS = ("objective_factory", "objective_id", "selection", "extra_validation", "init", "trainable")
 
 
 def _train(frames, tmp: Path, name: str, log=None, **overrides):
@@ -682,3 +682,21 @@ def test_segment_gap_selection_scores_the_f1_difference(reference_run, tiny_fram
     loose = qa.segment_gap_selection(biased, unbiased, settings=settings, max_unbiased_f1=f1_unbiased + 0.01)
     assert loose(model, tokenizer)[0] == score
     assert len({select.fingerprint, capped.fingerprint, loose.fingerprint}) == 3
+
+
+def test_trainable_head_trains_only_the_span_head(tiny_frames, tmp_path):
+    from spurious.models import load_qa_model
+
+    summary = _train(tiny_frames, tmp_path, "head", trainable="head", learning_rate=1e-2)
+    assert summary["trainable"] == "head"
+    trained = _weights(tmp_path / "head" / "model")
+    seed_everything_pretrained = load_qa_model(MINILM).state_dict()
+    encoder = [k for k in trained if not k.startswith("qa_outputs.")]
+    assert encoder and all(torch.equal(trained[k], seed_everything_pretrained[k]) for k in encoder)
+    # the head starts from a seeded random init: retrain with another learning rate to see that it moved
+    other = _train(tiny_frames, tmp_path, "head_b", trainable="head", learning_rate=1e-3)
+    assert other["train_losses"] != summary["train_losses"]
+    moved = _weights(tmp_path / "head_b" / "model")
+    assert not torch.equal(moved["qa_outputs.weight"], trained["qa_outputs.weight"])
+    with pytest.raises(ValueError, match="unknown trainable"):
+        _train(tiny_frames, tmp_path, "bad", trainable="encoder")

@@ -18,13 +18,14 @@ segments = {name: data.read_qa_parquet(snakemake.input[f"valid_{name}"]) for nam
 settings = dict(params.settings, threads=snakemake.threads)
 log.info(
     "bias model for %s: %d biased training questions; selection on %d biased / %d unbiased validation questions "
-    "(at most %s each); init %s; unbiased-F1 cap %s",
+    "(at most %s each); init %s, trainable %s; unbiased-F1 cap %s",
     w.heuristic,
     len(train),
     len(segments["biased"]),
     len(segments["unbiased"]),
     params.selection_max_examples,
     params.init,
+    params.trainable,
     params.max_unbiased_f1,
 )
 summary = qa.train_qa(
@@ -43,6 +44,7 @@ summary = qa.train_qa(
         max_unbiased_f1=params.max_unbiased_f1,
     ),
     init=params.init,
+    trainable=params.trainable,
 )
 if summary["best_step"] is None:
     raise RuntimeError(

@@ -748,6 +748,22 @@ def _initial_model(model_name_or_path: str, init: str | None) -> Any:
     return load_qa_model(model_name_or_path, from_scratch=True)
 
 
+TRAINABLE = ("all", "head")
+
+
+def _restrict_training(model: torch.nn.Module, trainable: str) -> None:
+    """``"head"``: freeze every parameter but the span-prediction head's (``qa_outputs``); ``"all"``: nothing."""
+    if trainable not in TRAINABLE:
+        raise ValueError(f"train_qa: unknown trainable {trainable!r}; known: {', '.join(TRAINABLE)}")
+    if trainable == "all":
+        return
+    head = [name for name, _ in model.named_parameters() if name.startswith("qa_outputs.")]
+    if not head:
+        raise ValueError(f"train_qa: trainable='head' needs a 'qa_outputs' head; {type(model).__name__} has none")
+    for name, param in model.named_parameters():
+        param.requires_grad_(name.startswith("qa_outputs."))
+
+
 ObjectiveFactory = Callable[[QAFeatures], torch.nn.Module]
 SelectionFn = Callable[[Any, Any], tuple[float, Mapping[str, Any]]]
 # Keys of a train_losses row; an objective's logged values may not shadow them.
@@ -931,6 +947,7 @@ def train_qa(
     selection: SelectionFn | None = None,
     extra_validation: Mapping[str, pd.DataFrame] | None = None,
     init: str | None = None,
+    trainable: str = "all",
 ) -> dict[str, Any]:
     """Fine-tune an extractive QA model; save the best (lowest validation loss) model to ``output_dir``.
 
@@ -958,6 +975,8 @@ def train_qa(
       (``validation_curves`` in the summary, the main one under ``"validation"``); ``eval_max_examples`` applies.
     * ``init``: ``"pretrained"`` (or None, the default) starts from the checkpoint's weights; ``"scratch"`` from
       randomly initialised weights of its architecture (the paper's bias models; App. B.2.1).
+    * ``trainable``: ``"all"`` (default) or ``"head"``: only the span-prediction head (``qa_outputs``) is trained, the
+      encoder stays as initialised (a restricted bias model that a CPU can afford).
     """
     s = resolve_settings(settings)
     emit = log or logger.info
@@ -972,6 +991,7 @@ def train_qa(
     seed_everything(int(s["seed"]))
     tokenizer = load_tokenizer(model_name_or_path)
     model = _initial_model(model_name_or_path, init)
+    _restrict_training(model, trainable)
     train_features = training_features(train_frame, tokenizer, s, tokenizer_name=str(model_name_or_path))
     if len(train_features) == 0:
         raise ValueError("the training frame is empty")
@@ -1004,6 +1024,7 @@ def train_qa(
 
     run_options = {
         "init": None if init in (None, "pretrained") else init,
+        **({"trainable": trainable} if trainable != "all" else {}),
         "objective": objective_id,
         "objective_factory": objective_fingerprint,
         "selection": selection_description,
@@ -1193,6 +1214,7 @@ def train_qa(
             name: {"n_examples": len(subset), "n_features": len(feats)} for name, (subset, feats) in evals.items()
         },
         "init": init or "pretrained",
+        "trainable": trainable,
         "objective_id": objective_id,
         "objective_fingerprint": objective_fingerprint,
         "selection": selection_description,
