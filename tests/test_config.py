@@ -195,3 +195,58 @@ def test_spuriousbench_config_errors_name_the_key(edit, message):
     edit(cfg["spuriousbench"])
     with pytest.raises(ConfigError, match=message):
         validate_config(cfg)
+
+
+def _debias_config() -> dict:
+    return yaml.safe_load((REPO / "configs" / "demo-debias.yaml").read_text())
+
+
+def test_debias_defaults_include_the_control_and_no_scale_search():
+    cfg = _debias_config()
+    del cfg["debias"]["methods"]
+    out = validate_config(cfg)
+    assert out["debias"]["methods"] == ["plain", "resam", "lmix", "creg"]
+    assert out["debias"]["scale_search"] is None and out["debias"]["lmix"]["entropy_on"] == "bias"
+    assert out["debias"]["bias_model"]["trainable"] == "all" and out["figure4"] is None
+
+
+def test_plain_control_rejects_per_method_training_overrides():
+    cfg = _debias_config()
+    cfg["debias"]["lmix"]["training"] = {"max_steps": 500}
+    with pytest.raises(ConfigError, match=r"debias\.lmix\.training.*plain control differ from lmix"):
+        validate_config(cfg)
+    cfg["debias"]["methods"] = ["resam", "lmix", "creg"]  # without the control, a method may have its own budget
+    assert validate_config(cfg)["debias"]["lmix"]["training"] == {"max_steps": 500}
+
+
+def test_scale_search_is_checked_and_filled_in():
+    cfg = _debias_config()
+    cfg["debias"]["scale_search"] = {"grid": [0.2, 0.8], "methods": ["lmix"]}
+    search = validate_config(copy.deepcopy(cfg))["debias"]["scale_search"]
+    assert search == {"grid": [0.2, 0.8], "methods": ["lmix"], "heuristic": "word-dist", "metric": "f1", "max_examples": None}
+    bad = copy.deepcopy(cfg)
+    bad["debias"]["methods"] = ["plain", "resam", "creg"]
+    with pytest.raises(ConfigError, match=r"scale_search\.methods.*\['lmix'\] are not in debias\.methods"):
+        validate_config(bad)
+    bad = copy.deepcopy(cfg)
+    bad["debias"]["scale_search"]["grid"] = [0.5]
+    with pytest.raises(ConfigError, match="grid"):
+        validate_config(bad)
+    bad = copy.deepcopy(cfg)
+    bad["heuristics"]["names"] = ["ans-len", "word-dist"]
+    bad["debias"]["scale_search"]["heuristic"] = "cos-sim"
+    with pytest.raises(ConfigError, match=r"scale_search\.heuristic.*'cos-sim' is not in heuristics\.names"):
+        validate_config(bad)
+
+
+def test_figure4_references_are_checked():
+    cfg = _default()
+    cfg["models"]["minilm_nq"] = copy.deepcopy(cfg["models"]["minilm"])
+    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad", "split": "validation"}
+    assert validate_config(copy.deepcopy(cfg))["figure4"]["reference"] == {"model": "minilm", "seed": 0}
+    cfg["figure4"]["models"] = ["minilm_nq", "nope"]
+    cfg["figure4"]["reference"]["seed"] = 3
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    assert "figure4.models.1': unknown model 'nope'" in str(err.value)
+    assert "figure4.reference.seed': model 'minilm' is not trained with that seed" in str(err.value)

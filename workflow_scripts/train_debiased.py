@@ -45,10 +45,9 @@ if method == "resam":
         seed=settings["seed"],
     )
     log.info("ReSam: %s", extra["resampling"])
-elif method == "plain":
-    train = data.read_qa_parquet(inp.train)
 else:
     train = data.read_qa_parquet(inp.train)
+if method in ("lmix", "creg"):
     hidden_size = load_config(params.checkpoint).hidden_size
 
     def objective_factory(features):
@@ -95,6 +94,8 @@ summary = qa.train_qa(
 )
 middle = "" if heuristic is None else f"/{heuristic}"
 run = f"{w.model}/{method}{middle}/seed{w.seed}"
+if params.scale is not None:  # a search candidate, not the run of that name
+    run = f"scale_search/{w.model}/{method}{middle}/scale{w.scale}/seed{w.seed}"
 summary.update(model=w.model, run=run, method=method, addressed=heuristic, options=options, **extra)
 if "scale" in options:
     summary.update(scale=options["scale"], scale_source=scale_source)

@@ -19,7 +19,10 @@ padded. The reference code masks nothing; ``mask_non_context=False`` reproduces 
 The bias scale ``s``. The paper contradicts itself about how strongly the bias is rescaled: App. B.2.1 scales bias
 probabilities to ⟨0; 0.2⟩ for LMix and ⟨0; 0.1⟩ for CReg, while App. B.2.3–4 fix the interval ⟨0; x⟩ at x = 0.8
 (LMix) and x = 0.9 (CReg); the authors' code divides by 10 (LMix, ``scaling_portion``) and by 5 (CReg). We use
-s = 0.2 for both by default (the B.2.1 value for LMix, the code's value for CReg) and keep it configurable.
+s = 0.2 for both by default (the B.2.1 value for LMix, the code's value for CReg) and keep it configurable; the
+workflow's ``debias.scale_search`` runs the App. B.2.3–4 search (:func:`choose_scale` picks from its candidates).
+The rescaling only tempers the bias inside LMix's mixture: the entropy penalty stays on the unrescaled bias
+distribution (:func:`learned_mixin_h_loss`).
 """
 
 from __future__ import annotations
