@@ -1,6 +1,7 @@
 # Path helpers shared by the rules. Output paths encode the experiment: dataset, split, model, seed, heuristic.
 
 import hashlib
+import os
 import json
 
 from spurious.config import method_training
@@ -390,8 +391,10 @@ def debias_checkpoint_dir(wildcards, method):
     its own level, in the adapter)."""
     stage = STAGE_OF_METHOD[method]
     settings = dict(method_training(config, stage), seed=int(wildcards.seed))
-    middle = "" if method == CONTROL else f"/{wildcards.heuristic}"
-    run = f"{wildcards.model}/{method}{middle}/seed{wildcards.seed}"
+    parts = [wildcards.model, method]
+    if method != CONTROL:
+        parts.append(wildcards.heuristic)
+    run = os.path.join(*parts, f"seed{wildcards.seed}")
     return f"results/_checkpoints/{run}/{settings_key(settings)}"
 
 

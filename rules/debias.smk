@@ -176,10 +176,12 @@ rule scale_search_train:
         },
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
         scale=lambda w: float(w.scale),
-        checkpoint_dir=lambda w: debias_checkpoint_dir(w, w.method).replace(
-            "results/_checkpoints/", "results/_checkpoints/scale_search/", 1
-        )
-        + f"/scale{w.scale}",
+        checkpoint_dir=lambda w: os.path.join(
+            debias_checkpoint_dir(w, w.method).replace(
+                "results/_checkpoints/", "results/_checkpoints/scale_search/", 1
+            ),
+            f"scale{w.scale}",
+        ),
     script:
         "../workflow_scripts/train_debiased.py"
 
