@@ -949,6 +949,27 @@ def _save(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) ->
         fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
 
 
+def _heatmap(ax: Any, values: np.ndarray, rows: Sequence[str], columns: Sequence[str], vmax: float) -> Any:
+    """One diverging heat map of bias changes (points) centred at 0, the values printed in the cells ("–" = not
+    measured), rows top to bottom; returns the mesh for a colour bar."""
+    import matplotlib
+    from matplotlib.colors import Normalize
+
+    cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=(0.9, 0.9, 0.9, 1.0))
+    mesh = ax.pcolormesh(
+        np.ma.masked_invalid(values), cmap=cmap, norm=Normalize(-vmax, vmax), edgecolors="white", linewidth=0.5
+    )
+    for (i, j), x in np.ndenumerate(values):
+        text = report.NA_TEXT if math.isnan(x) else f"{x:+.2f}"
+        color = "white" if not math.isnan(x) and abs(x) > 0.6 * vmax else "black"
+        ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=color)
+    ax.set_xticks(np.arange(len(columns)) + 0.5, list(columns), rotation=45, ha="right")
+    ax.set_yticks(np.arange(len(rows)) + 0.5, list(rows))
+    ax.invert_yaxis()
+    ax.set_xlabel("measured heuristic")
+    return mesh
+
+
 def figure_cross_bias(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -965,7 +986,6 @@ def figure_cross_bias(
     (red = more bias than the baseline, blue = less), the values printed in the cells ("–" = not measured)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
     methods = _present_methods(bias_results, dataset, split, methods)
@@ -975,27 +995,16 @@ def figure_cross_bias(
     versus = _label(next(iter(matrices.values())).attrs["baseline"]).lower()
     values = {m: mat[[c for c in mat.columns if c != "others_mean"]] for m, mat in matrices.items()}
     vmax = max([0.5] + [float(np.nanmax(np.abs(v.to_numpy()))) for v in values.values() if v.notna().any().any()])
-    norm = Normalize(-vmax, vmax)
     n_cols = max(v.shape[1] for v in values.values())
     n_rows = max(v.shape[0] for v in values.values())
     with matplotlib.rc_context(_rc("spurious-cross-bias")):
         fig = Figure(figsize=(1.0 + 0.75 * n_cols * len(methods), 1.6 + 0.45 * n_rows), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(1, len(methods), squeeze=False)[0]
-        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=(0.9, 0.9, 0.9, 1.0))
         mesh = None
         for ax, m in zip(axes, methods, strict=True):
             v = values[m]
-            data = np.ma.masked_invalid(v.to_numpy(dtype=float))
-            mesh = ax.pcolormesh(data, cmap=cmap, norm=norm, edgecolors="white", linewidth=0.5)
-            for (i, j), x in np.ndenumerate(v.to_numpy(dtype=float)):
-                text = report.NA_TEXT if math.isnan(x) else f"{x:+.2f}"
-                color = "white" if not math.isnan(x) and abs(x) > 0.6 * vmax else "black"
-                ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=color)
-            ax.set_xticks(np.arange(v.shape[1]) + 0.5, list(v.columns), rotation=45, ha="right")
-            ax.set_yticks(np.arange(v.shape[0]) + 0.5, list(v.index))
-            ax.invert_yaxis()
-            ax.set_xlabel("measured heuristic")
+            mesh = _heatmap(ax, v.to_numpy(dtype=float), list(v.index), list(v.columns), vmax)
             ax.set_title(f"{_label(m)} (seeds: {matrices[m].attrs['n_seeds']})", fontsize=8)
         axes[0].set_ylabel("addressed heuristic")
         fig.colorbar(mesh, ax=list(axes), label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
@@ -1057,7 +1066,6 @@ def figure6(
     coloured like :func:`figure_cross_bias`. Returns the table."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.colors import Normalize
     from matplotlib.figure import Figure
 
     table = figure6_table(bias_results, dataset=dataset, split=split, methods=methods, model=model)
@@ -1069,18 +1077,7 @@ def figure6(
         fig = Figure(figsize=(2.0 + 0.75 * len(measured), 1.4 + 0.45 * len(labels)), layout="constrained")
         FigureCanvasAgg(fig)
         ax = fig.subplots()
-        cmap = matplotlib.colormaps["RdBu_r"].with_extremes(bad=(0.9, 0.9, 0.9, 1.0))
-        mesh = ax.pcolormesh(
-            np.ma.masked_invalid(values), cmap=cmap, norm=Normalize(-vmax, vmax), edgecolors="white", linewidth=0.5
-        )
-        for (i, j), x in np.ndenumerate(values):
-            text = report.NA_TEXT if math.isnan(x) else f"{x:+.2f}"
-            color = "white" if not math.isnan(x) and abs(x) > 0.6 * vmax else "black"
-            ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=color)
-        ax.set_xticks(np.arange(len(measured)) + 0.5, measured, rotation=45, ha="right")
-        ax.set_yticks(np.arange(len(labels)) + 0.5, labels)
-        ax.invert_yaxis()
-        ax.set_xlabel("measured heuristic")
+        mesh = _heatmap(ax, values, labels, measured, vmax)
         versus = _label(table.attrs["baseline"]).lower()
         fig.colorbar(mesh, ax=ax, label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
         fig.suptitle(f"Cross-bias change where each method reduces its bias most ({dataset}/{split})", fontsize=9)
