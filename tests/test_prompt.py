@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import signal
@@ -14,7 +15,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious import classifier, prompt
+from spurious import classifier, prompt, spuriousbench
 from spurious.models import load_tokenizer
 from spurious.prompt import PAPER_PROMPTS, PromptClassifier, PromptSpec
 
@@ -100,7 +101,7 @@ def test_paper_templates_render_as_lm_bff():
     assert prompt.apply_template(mnli, PAPER_PROMPTS["mnli"], "<mask>") == [
         "The cat sat on the mat? <mask>, a cat is sitting.",  # premise loses its ".", hypothesis lower-cased
         "No punctuation here? <mask>, here it is",  # no final punctuation: the last letter stays
-        "Really?? <mask>, it was real",  # one final punctuation mark goes, as LM-BFF's sent[:-1]
+        "Really?!? <mask>, it was real",  # only a full stop goes: "!" may be the planted feature
         "Done? <mask>, finished",  # trailing whitespace first
     ]
     assert PAPER_PROMPTS["sst2"].label_words == ("terrible", "great")  # label 0 negative, 1 positive
@@ -109,6 +110,45 @@ def test_paper_templates_render_as_lm_bff():
         prompt.apply_template(mnli, PAPER_PROMPTS["sst2"], "[MASK]")
     with pytest.raises(ValueError, match="single texts"):
         prompt.apply_template(sst, PAPER_PROMPTS["mnli"], "[MASK]")
+
+
+PREMISES = [
+    "The committee approved a remarkably simple plan for the old harbour.",
+    "She thinks the new library is beautiful; the old one was dark!",
+    "A tall man waits at the busy station*",
+]
+HYPOTHESES = ["The plan was approved.", "She likes the library.", "Someone is waiting."]
+
+
+@functools.cache
+def _nlp():
+    return spuriousbench.load_nlp()
+
+
+def _contains(ids: list[int], needle: list[int]) -> bool:
+    return any(ids[i : i + len(needle)] == needle for i in range(len(ids) - len(needle) + 1))
+
+
+@pytest.mark.parametrize(
+    "feature", [name for name, spec in spuriousbench.FEATURES.items() if spec.kind == "insertion"]
+)
+def test_every_inserted_feature_survives_every_paper_template(feature, tok):
+    """Issue 13: LM-BFF's MNLI template dropped the premise's last character, which is where SpuriousBench puts its
+    punctuation features; every insertion feature must reach the model's input under every paper template of its
+    subsets (and under standard fine-tuning's encoding), as the token ids of the feature itself."""
+    spec = spuriousbench.FEATURES[feature]
+    nlp = _nlp() if spec.category == "adverb" else None
+    premises = [spuriousbench.insert(t, spec, nlp(t) if nlp else None) for t in PREMISES]
+    needle = tok(spec.value.strip(), add_special_tokens=False)["input_ids"]
+    for dataset in spec.datasets:
+        frame = pair_frame(premises, HYPOTHESES) if dataset == "mnli" else toy_frame(3, 0).assign(text_a=premises)
+        encodings = {
+            "prompt": prompt.encode_prompts(frame, tok, PAPER_PROMPTS[dataset], max_length=128).input_ids,
+            "standard": classifier.encode(frame, tok, max_length=128).input_ids,
+        }
+        for how, rows in encodings.items():
+            for text, ids in zip(premises, rows, strict=True):
+                assert _contains(ids, needle), f"{feature} lost from {text!r} ({dataset}, {how}): {tok.decode(ids)}"
 
 
 @pytest.mark.parametrize(

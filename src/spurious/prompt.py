@@ -9,9 +9,11 @@ Template placeholders (literal braces are not allowed; each text appears at most
 
 * ``{mask}``: the tokenizer's mask token (exactly once).
 * ``{text_a}``, ``{text_b}``: the first / second text (``text_b`` only for sentence-pair frames, and required there).
-* ``{text_a_nopunct}``, ``{text_b_nopunct}``: the text without its final punctuation mark (LM-BFF's ``*sent-_0*``,
-  which drops the last character; we drop it only when it is punctuation, after trailing whitespace, so that a text
-  without final punctuation keeps its last letter).
+* ``{text_a_nopunct}``, ``{text_b_nopunct}``: the text without its final full stop. LM-BFF's ``*sent-_0*`` drops
+  the last character whatever it is; we drop only a final ``.`` (after trailing whitespace), so that a text without
+  one keeps its last letter and, above all, a planted punctuation feature (SpuriousBench appends ``!``, ``;`` or
+  ``*`` in place of the final punctuation) stays in the model's input: dropping any final mark would delete the
+  feature from every prompt and make the prompting gap about 0 by construction.
 * ``{text_a_lower}``, ``{text_b_lower}``: the text with its first character lower-cased (LM-BFF's ``*sentl_1*``).
 
 Encoding (:func:`encode_prompts`) never cuts the mask: the templated string is tokenised whole (so template words are
@@ -25,7 +27,6 @@ import json
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -101,7 +102,8 @@ PAPER_PROMPTS: dict[str, PromptSpec] = {
     # App. A: "<Input Sentence> It was [MASK]." with "great" (positive, label 1) / "terrible" (negative, label 0)
     "sst2": PromptSpec(template="{text_a} It was {mask}.", label_words=("terrible", "great")),
     # App. A: "<Premise>? [MASK], <Hypothesis>" with "Yes" (entailment, label 1) / "No" (non-entailment, label 0);
-    # LM-BFF's *sent-_0*?*mask*,*+sentl_1*: the premise loses its final punctuation, the hypothesis is lower-cased
+    # LM-BFF's *sent-_0*?*mask*,*+sentl_1*: the premise loses its final full stop (LM-BFF: its last character; any
+    # other final mark stays, as it may be the planted feature), the hypothesis is lower-cased
     "mnli": PromptSpec(template="{text_a_nopunct}? {mask}, {text_b_lower}", label_words=("No", "Yes")),
 }
 """The paper's prompts (App. A, from Gao et al. 2021), for its label ids: SST-2 0 = negative, 1 = positive; MNLI
@@ -109,9 +111,9 @@ collapsed to two labels, 0 = non-entailment, 1 = entailment."""
 
 
 def _transform(text: str, how: str | None) -> str:
-    if how == "nopunct":
+    if how == "nopunct":  # a final full stop only: any other mark may be the planted feature (module docstring)
         text = text.rstrip()
-        return text[:-1] if text and unicodedata.category(text[-1]).startswith("P") else text
+        return text[:-1] if text.endswith(".") else text
     if how == "lower":
         return text[:1].lower() + text[1:]
     return text
