@@ -243,6 +243,25 @@ def test_english_stop_words_is_nltk_list():
     assert "nobody" not in stop  # the paper's top SNLI contradiction word must stay selectable
 
 
+def test_feature_stop_words_match_contractions_as_the_tokenizer_spells_them():
+    # "I don't think it isn't fine" -> tokens i, dont, think, it, isnt, fine: with NLTK's list as written only "i"
+    # and "it" are stop words; tokenised like the text, "dont" and "isnt" are too, and "think"/"fine" stay features
+    texts = ["I don't think it isn't fine.", "It's a fine film; I didn't think so"]
+    matrix, vocab = lx.feature_matrix(texts, None)
+    assert {"dont", "isnt", "didnt", "its"} <= set(vocab)
+    as_listed = set(vocab) - lx.english_stop_words()
+    assert {"dont", "isnt", "didnt"} <= as_listed  # the bug: contractions survive the NLTK list
+    stop = lx.feature_stop_words()
+    assert set(vocab) - stop == {"think", "fine", "film"}
+    assert lx.english_stop_words() <= stop and {"dont", "isnt", "shouldve", "youre"} <= stop
+    assert "nobody" not in stop and "think" not in stop
+    assert lx.feature_stop_words(["Won't", "the"]) == {"Won't", "wont", "the"}
+    table = lx.zscore_table(matrix, vocab, np.array([0, 1]), 2, ["a", "b"])
+    assert not set(lx.top_features(table, k=10, stop_words=stop)["feature"]) & {"dont", "isnt", "didnt", "its"}
+    with pytest.raises(ValueError, match="not a single str"):
+        lx.feature_stop_words("don't")
+
+
 def test_associated_labels():
     table = _z_table()
     # good: p̂ = (0.75, 0.25) -> 0; bad: (0, 1) -> 1; movie: (0.5, 0.5) tie -> lowest id 0. Duplicates collapse.

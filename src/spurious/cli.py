@@ -467,7 +467,7 @@ def cmd_lexical_test(args: argparse.Namespace) -> int:
     names = list(train.attrs["label_names"])
     matrix, vocabulary = lexical.feature_matrix(train["text_a"], train["text_b"], counting=args.counting)
     table = lexical.zscore_table(matrix, vocabulary, train["label"].to_numpy(), len(names), names)
-    stop = lexical.english_stop_words() if args.stop_words == "nltk" else frozenset()
+    stop = lexical.feature_stop_words() if args.stop_words == "nltk" else frozenset()
     top = lexical.top_features(table, k=args.top_k, stop_words=stop)
     labels = test["label"].to_numpy()
     try:

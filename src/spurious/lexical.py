@@ -12,9 +12,9 @@ The paper asks whether word-label correlations in *training* data reappear as a 
    (not the label prior), exactly as the script does.  ``counting="types"`` (default) counts a word once per
    instance, so ``n_w`` is the number of instances containing ``w``; ``"tokens"`` counts repeats, the public
    script's default (its printout wrongly calls them types).
-3. **Feature selection** (:func:`top_features`, :func:`english_stop_words`, :func:`associated_labels`): per label the
-   ``k = 50`` highest-z non-stop-word types on train; each selected feature's most-associated label
-   ``y_j = argmax_y p̂(y | w)`` on train.
+3. **Feature selection** (:func:`top_features`, :func:`feature_stop_words`, :func:`associated_labels`): per label the
+   ``k = 50`` highest-z non-stop-word types on train (NLTK's list, tokenised like the features: ``don't`` →
+   ``dont``); each selected feature's most-associated label ``y_j = argmax_y p̂(y | w)`` on train.
 4. **Usual / unusual sets** (:func:`usual_unusual`) on the evaluated data: ``U_j`` = instances containing ``j`` whose
    gold label is ``y_j``, ``N_j`` = those with another gold label; ``U = ∪ U_j`` and ``N = ∪ N_j`` may overlap.
 5. **Exact permutation test** (:func:`permutation_test`, :func:`log_hypergeom_sf`): under H0 the correct
@@ -56,6 +56,7 @@ __all__ = [
     "zscore_table",
     "top_features",
     "english_stop_words",
+    "feature_stop_words",
     "associated_labels",
     "UsualUnusual",
     "usual_unusual",
@@ -376,12 +377,27 @@ def english_stop_words() -> frozenset[str]:
 
     Delegates to the project's single NLTK loader, which honours ``NLTK_DATA`` and fails with a clear message when
     the corpus is missing.  The list is returned as NLTK spells it: contractions keep their apostrophe
-    (``"don't"``), so they never match a token, which has none (``"dont"``).  To exclude those too, pass
-    ``stop | {t for w in stop for t in tokenize(w)}`` to :func:`top_features`.
+    (``"don't"``), so they never match a token, which has none (``"dont"``): feature selection uses
+    :func:`feature_stop_words`, which adds the tokenised forms.
     """
     from spurious.heuristics import _english_stopwords
 
     return _english_stopwords()
+
+
+def feature_stop_words(stop_words: Collection[str] | None = None) -> frozenset[str]:
+    """Stop words in the feature space of :func:`tokenize`: each word as listed and as :func:`tokenize` spells it.
+
+    NLTK writes contractions with an apostrophe (``"don't"``, ``"isn't"``), which :func:`tokenize` deletes from the
+    text, so the listed forms never match a feature (``"dont"``, ``"isnt"``) and such types could be selected as
+    lexical features although the paper excludes stop words.  Normalising both sides with the same function fixes
+    that; the normalised form also covers the same string without an apostrophe in the text, which the tokenizer
+    conflates anyway (NLTK's ``"won't"`` → ``"wont"``).  ``stop_words``: a list to normalise (default: NLTK's,
+    :func:`english_stop_words`)."""
+    if isinstance(stop_words, str):
+        raise ValueError("stop_words must be a collection of words, not a single str")
+    words = english_stop_words() if stop_words is None else stop_words
+    return frozenset(w for word in words for w in (word, *tokenize(word)))
 
 
 def associated_labels(table: pd.DataFrame, features: Sequence[str]) -> dict[str, int]:
