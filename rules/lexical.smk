@@ -207,6 +207,7 @@ rule lexical_report:
             for name, m in LEXICAL["models"].items()
         },
         runs=lambda w: lexical_runs(),
+        err_target=LEXICAL["err_target"] if LEXICAL else None,
         run_name=config["run_name"],
     script:
         "../workflow_scripts/lexical_report.py"

@@ -494,3 +494,21 @@ def test_correct_predictions_accepts_ids_or_names_and_names_what_is_wrong():
         correct_predictions(preds, ["b"], np.array([0]), ["x", "y"])
     with pytest.raises(ValueError, match="needs id and prediction"):
         correct_predictions(preds.rename(columns={"prediction": "pred"}), ["a"], np.array([0]), ["x", "y"])
+
+
+def test_tables_1_and_3_show_the_configured_err_target_first():
+    from spurious import lexical_report
+
+    summary = {"n_instances": 10, "n_features": 3, "n_labels": 2, "converged": True, "steps": 4, "err_uniform": 0.15,
+               "err_q": 0.05, "err_vs_label_distribution": {"uniform": 0.04, "q": 0.06}}  # fmt: skip
+    t1 = lexical_report.table1({"qqp": summary}, {"qqp": "QQP"})
+    assert t1.loc[0, "Err(uniform)"] == 0.15 and t1.loc[0, "Err(q)"] == 0.05
+    assert t1.loc[0, "Err(uniform) [vs label distribution]"] == 0.04 and t1.loc[0, "Err(uniform) (paper)"] == 0.154
+    assert "against 1/|Y|" in t1.attrs["caption"]
+    t1 = lexical_report.table1({"qqp": summary}, {"qqp": "QQP"}, err_target="label_distribution")
+    assert t1.loc[0, "Err(uniform)"] == 0.04 and t1.loc[0, "Err(q) [vs 1/|Y|]"] == 0.05
+    assert "overall label distribution" in t1.attrs["caption"].split(";")[0]
+    t3 = lexical_report.table3({"qqp": {"n_bigrams": 200, **summary}}, {"qqp": "QQP"}, err_target="label_distribution")
+    assert t3.loc[0, "Err(q)"] == 0.06
+    with pytest.raises(ValueError, match="err_target"):
+        lexical_report.table1({"qqp": summary}, {"qqp": "QQP"}, err_target="prior")

@@ -12,6 +12,7 @@ from spurious.reweight import (
     conditional_label_distribution,
     dense_reference_weights,
     err,
+    err_both,
     label_balance,
     read_weights,
     select_features,
@@ -57,6 +58,21 @@ def test_err_by_hand():
     #   A |2/5-1/3| + |2/5-1/3| + |1/5-1/3| = 1/15 + 1/15 + 2/15 = 4/15;  B 1/6 + 1/3 + 1/6 = 2/3 = 10/15
     #   Err = (4/15 + 10/15) / (2 * 3) = 14/90 = 7/45.
     assert err(tiny_features(), TINY_LABELS, 3, weights=[1, 2, 1, 1, 0]) == pytest.approx(7 / 45, abs=1e-15)
+
+
+def test_err_against_the_label_distribution_by_hand():
+    # target q(y) instead of 1/L: Err = mean over features of label_balance (hand values in the test below):
+    # uniform weights (1/10 + 4/15 + 2/5) / 3 = 23/90; weights (1, 2, 1, 1, 0): (0 + 4/15) / 2 = 2/15 (C left out)
+    assert err(tiny_features(), TINY_LABELS, 3, target="label_distribution") == pytest.approx(23 / 90, abs=1e-15)
+    got = err(tiny_features(), TINY_LABELS, 3, weights=[1, 2, 1, 1, 0], target="label_distribution")
+    assert got == pytest.approx(2 / 15, abs=1e-15)
+    assert err_both(tiny_features(), TINY_LABELS, 3) == pytest.approx({"uniform": 7 / 27, "label_distribution": 23 / 90})
+    # balanced labels: both targets agree
+    balanced = np.array([0, 1, 2, 0, 1, 2])
+    features = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1], [1, 1], [0, 1], [1, 0]]))
+    assert err(features, balanced, 3) == pytest.approx(err(features, balanced, 3, target="label_distribution"))
+    with pytest.raises(ValueError, match="Err target"):
+        err(tiny_features(), TINY_LABELS, 3, target="prior")
 
 
 def test_label_balance_by_hand():

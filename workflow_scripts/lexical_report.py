@@ -22,9 +22,9 @@ metrics = [io.read_json(inp[f"metrics__{run}"]) for run in snakemake.params.runs
 log.info("%d datasets, %d model runs", len(datasets), len(results))
 
 tables = {
-    "table1": lexical_report.table1(summaries, paper_names),
+    "table1": lexical_report.table1(summaries, paper_names, err_target=snakemake.params.err_target),
     "table2": lexical_report.table2(results, metrics, snakemake.params.models, paper_names),
-    "table3": lexical_report.table3(bigrams, paper_names),
+    "table3": lexical_report.table3(bigrams, paper_names, err_target=snakemake.params.err_target),
     "appendix_a1": lexical_report.appendix_a1(tops, paper_names),
 }
 for name, table in tables.items():

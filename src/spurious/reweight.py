@@ -17,7 +17,8 @@ point in ``z`` is a global minimum of the objective over the open simplex. Multi
 feature by its squared weighted frequency: frequent features dominate, rare features are balanced last (and the
 quality measure :func:`err` weights all features equally, which is why it need not fall to zero).
 
-Quality is measured as ``Err(q) = 1/(d L) sum_j sum_y |q(y|F_j=1) - 1/L|`` (:func:`err`); the per-feature *label
+Quality is measured as ``Err(q) = 1/(d L) sum_j sum_y |q(y|F_j=1) - 1/L|`` (:func:`err`; the tables' captions
+compare with the overall label distribution instead, ``target="label_distribution"``); the per-feature *label
 balance* of the paper's Fig. 2 is ``mean_y |q(y|F_j=1) - q(y)|`` with ``q(y)`` the weighted label distribution
 (:func:`label_balance`).
 
@@ -151,18 +152,34 @@ def conditional_label_distribution(features: Any, labels: Any, n_labels: int, we
     return _conditional(presence, y, n_labels, q)
 
 
-def err(features: Any, labels: Any, n_labels: int, weights: Any = None) -> float:
-    """``Err(q) = mean_j mean_y |q(y|F_j=1) - 1/L|`` over the features with positive weight (paper Table 1).
+ERR_TARGETS = ("uniform", "label_distribution")
+"""What :func:`err` compares ``q(y|F_j=1)`` with: ``uniform`` = ``1/L`` (the paper's formula, Eq. 1, and what the
+reweighting optimises; the default), ``label_distribution`` = the weighted label distribution ``q(y)`` of the whole
+data (the wording of the captions of the paper's Tables 1 and 3). They coincide for balanced labels."""
+
+
+def err(features: Any, labels: Any, n_labels: int, weights: Any = None, *, target: str = "uniform") -> float:
+    """``Err(q) = mean_j mean_y |q(y|F_j=1) - t_y|`` over the features with positive weight (paper Table 1), with
+    ``t_y = 1/L`` (``target="uniform"``, the formula) or ``t_y = q(y)``, the label distribution of the whole data
+    under the same weights (``target="label_distribution"``, the tables' captions); see :data:`ERR_TARGETS`.
 
     Features without weight are left out of the mean (their conditional is undefined); raises ValueError when no
     feature is left, since an Err of an empty set would silently read as "perfectly balanced".
     """
+    if target not in ERR_TARGETS:
+        raise ValueError(f"Err target must be one of {ERR_TARGETS}, got {target!r}")
     presence, y, n_labels, q = _prepare(features, labels, n_labels, weights)
     cond = _conditional(presence, y, n_labels, q)
     present = ~np.isnan(cond[:, 0])
     if not present.any():
         raise ValueError("no feature is present in an instance with positive weight; Err is undefined")
-    return float(np.mean(np.abs(cond[present] - 1.0 / n_labels)))
+    reference = np.full(n_labels, 1.0 / n_labels) if target == "uniform" else np.bincount(y, weights=q, minlength=n_labels)
+    return float(np.mean(np.abs(cond[present] - reference[None, :])))
+
+
+def err_both(features: Any, labels: Any, n_labels: int, weights: Any = None) -> dict[str, float]:
+    """:func:`err` for every target of :data:`ERR_TARGETS`, keyed by target."""
+    return {t: err(features, labels, n_labels, weights, target=t) for t in ERR_TARGETS}
 
 
 def label_balance(features: Any, labels: Any, n_labels: int, weights: Any = None) -> np.ndarray:
