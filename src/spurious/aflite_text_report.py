@@ -40,18 +40,23 @@ PAPER_TABLE3: dict[str, tuple[float, float, float]] = {
 }
 # Table 3's last row: training set sizes of D, D_92k and D(φ_RoBERTa) ("550k", "92k", "92k").
 PAPER_TABLE3_SIZES: tuple[int, int, int] = (550_000, 92_000, 92_000)
-# Table 4: dev accuracy (%) for D and D(φ_RoBERTa); no random-subsample column. The running text gives the filtered
-# RoBERTa numbers the other way round (66.2 for MultiNLI, 77.7 for QNLI) than the table; we transcribe the table as
-# printed.
+# Table 4: dev accuracy (%) for D and D(φ_RoBERTa); no random-subsample column. The table as printed labels its two
+# blocks the other way round than the paper's own text (§4.2, the paragraph "MultiNLI and QNLI": RoBERTa drops "to
+# 66.2% for MultiNLI and to 77.7% for QNLI", and "achieves over 90% on both original datasets"); the printed "QNLI"
+# block (BERT 86.6, RoBERTa 90.3, partial input 59.7 / 60.3) also matches the usual MultiNLI-matched dev accuracies
+# of BERT-large / RoBERTa-large and hypothesis-only baselines, the printed "Multi-NLI" block (92.0, 93.7) the usual
+# QNLI ones. We follow the text: each block below is the printed block of the other dataset, numbers unchanged.
 PAPER_TABLE4: dict[tuple[str, str], tuple[float, float]] = {
-    ("QNLI", "BERT"): (86.6, 55.8),
-    ("QNLI", "RoBERTa"): (90.3, 66.2),
-    ("QNLI", "BERT-PartialInput"): (59.7, 43.2),
-    ("QNLI", "RoBERTa-PartialInput"): (60.3, 44.4),
-    ("MultiNLI", "BERT"): (92.0, 63.5),
-    ("MultiNLI", "RoBERTa"): (93.7, 77.7),
-    ("MultiNLI", "BERT-PartialInput"): (62.6, 56.6),
-    ("MultiNLI", "RoBERTa-PartialInput"): (63.9, 59.4),
+    # printed under "Multi-NLI"; QNLI by the text (RoBERTa filtered 77.7)
+    ("QNLI", "BERT"): (92.0, 63.5),
+    ("QNLI", "RoBERTa"): (93.7, 77.7),
+    ("QNLI", "BERT-PartialInput"): (62.6, 56.6),
+    ("QNLI", "RoBERTa-PartialInput"): (63.9, 59.4),
+    # printed under "QNLI"; MultiNLI-matched by the text (RoBERTa filtered 66.2)
+    ("MultiNLI", "BERT"): (86.6, 55.8),
+    ("MultiNLI", "RoBERTa"): (90.3, 66.2),
+    ("MultiNLI", "BERT-PartialInput"): (59.7, 43.2),
+    ("MultiNLI", "RoBERTa-PartialInput"): (60.3, 44.4),
 }
 PAPER_SUFFIX = " (paper)"
 TRAIN_SETS: tuple[str, ...] = ("full", "random", "aflite")
