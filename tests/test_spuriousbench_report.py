@@ -244,7 +244,13 @@ def written(png, svg) -> bool:
 
 
 def test_figures_are_written(tmp_path):
-    rep.figure1(METRICS, tmp_path / "f1.png", tmp_path / "f1.svg")
+    bars = rep.figure1(METRICS, tmp_path / "f1.png", tmp_path / "f1.svg")
+    # Fig. 1's error bars are the spread over the category's features (the paper), not over seeds: punctuation,
+    # minilm: features at 20 and 40 -> sqrt(200) (its seed spread is 10); scratch: both at 90 -> 0 (seed spread 5)
+    assert set(bars["method"]) == {"finetune"}
+    r = row(bars, category="punctuation", model="minilm", method="finetune")
+    assert r["error bar"] == pytest.approx(math.sqrt(200)) and r["gap ± seeds"] == pytest.approx(10.0)
+    assert row(bars, category="punctuation", model="scratch", method="finetune")["error bar"] == pytest.approx(0.0)
     rep.figure2(METRICS, tmp_path / "f2.png", tmp_path / "f2.svg")
     assert written(tmp_path / "f1.png", tmp_path / "f1.svg") and written(tmp_path / "f2.png", tmp_path / "f2.svg")
 

@@ -497,14 +497,17 @@ def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
         ax.errorbar(x[ok], y[ok], yerr=err[ok], fmt="none", ecolor="black", elinewidth=0.7, capsize=2, zorder=3)
 
 
-def figure1(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
+def figure1(
+    metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
+) -> pd.DataFrame:
     """Figure 1: the finetuned models' spurious gap per category, one panel (row) per dataset.
 
     x: the dataset's categories (``CATEGORIES`` order); one bar per model (``method == "finetune"`` records only;
     legend: ``paper_name``, else ``model``); bar height: ``gap`` of :func:`category_table` (mean over features of
-    the seed means); error bar: its ``gap ± seeds`` (std over seeds averaged over the features; none for one seed);
-    dots: the features' seed means (the spread over features the paper's black bars show). Raises ``ValueError``
-    without finetune records.
+    the seed means); error bar: its ``gap ± features``, the sample std over the category's features of their seed
+    means, as the paper's black bars (none for a category of one feature); dots: the features' seed means. The
+    spread over seeds stays in :func:`category_table` (``gap ± seeds``). Returns the plotted bars (the finetune rows
+    of :func:`category_table` with ``error bar``). Raises ``ValueError`` without finetune records.
     """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -512,7 +515,9 @@ def figure1(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
     from matplotlib.patches import Patch
 
     categories_table = category_table(metrics)
-    cat = categories_table[categories_table["method"] == "finetune"]
+    cat = categories_table[categories_table["method"] == "finetune"].assign(
+        **{"error bar": lambda d: d["gap ± features"]}
+    )
     if cat.empty:
         raise ValueError("figure1 needs metrics records with method 'finetune'")
     features = gap_table(metrics)
@@ -540,7 +545,7 @@ def figure1(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
                 y = bars["gap"].to_numpy(dtype=float)
                 color = f"C{k % 10}"
                 ax.bar(x, y, width * 0.92, color=color, alpha=0.85, zorder=2)
-                _errorbars(ax, x, y, bars["gap ± seeds"].to_numpy(dtype=float))
+                _errorbars(ax, x, y, bars["error bar"].to_numpy(dtype=float))
                 own = features[(features["dataset"] == dataset) & (features["model"] == model)]
                 for xc, category in zip(x, bars["category"], strict=True):
                     means = own.loc[own["category"] == category, "gap"].to_numpy(dtype=float)
@@ -557,11 +562,12 @@ def figure1(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
         handles = [Patch(color=f"C{k % 10}", alpha=0.85, label=labels[m]) for k, m in enumerate(models)]
         fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
         fig.supxlabel(
-            "bars: mean over the category's features of the mean over seeds;\nerror bars: std over seeds averaged "
-            "over the features; dots: the features",
+            "bars: mean over the category's features of the mean over seeds;\nerror bars: sample std over the "
+            "category's features (the paper's); dots: the features",
             fontsize=6,
         )
         _save(fig, png_path, svg_path)
+    return cat.reset_index(drop=True)
 
 
 def figure2_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[str, str]]]]:
