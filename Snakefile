@@ -39,7 +39,7 @@ wildcard_constraints:
     weighting=r"uniform|q",
     category=r"punctuation|adverb|prefix|noun|determiner|preposition|syntax|overlap",
     fvalue=r"[a-z0-9_]+",
-    sb_method=r"finetune|balanced|prompt",
+    sb_method=r"finetune|balanced|prompt|bitfit",
 
 
 include: "rules/common.smk"

@@ -659,9 +659,16 @@ def spurious_runs():
         for dataset in SPURIOUSBENCH["datasets"]
         for category, value in spurious_features(dataset, "train_features")
         for model, spec in SPURIOUSBENCH["models"].items()
+        if model in (SPURIOUSBENCH["datasets"][dataset]["models"] or [model])
         for method in spec["methods"]
         for seed in spec["seeds"]
     ]
+
+
+def spurious_target_label(dataset):
+    """y* of a SpuriousBench dataset: its own target_label, else the track's (App. D runs the negative label)."""
+    own = SPURIOUSBENCH["datasets"][dataset]["target_label"]
+    return SPURIOUSBENCH["target_label"] if own is None else own
 
 
 def spurious_run_keys():
@@ -673,16 +680,20 @@ def spurious_run_keys():
 
 def spurious_pool_inputs(wildcards):
     spec = SPURIOUSBENCH["datasets"][wildcards.dataset]
+    source = spec["source"] or wildcards.dataset
     return {
-        "train": split_file(wildcards.dataset, spec["train"]),
-        "test": split_file(wildcards.dataset, spec["test"]),
+        "train": split_file(source, spec["train"]),
+        "test": split_file(source, spec["test"]),
     }
 
 
 def spurious_training_settings(wildcards):
-    return dict(
-        SPURIOUSBENCH["models"][wildcards.model]["training"], seed=int(wildcards.seed)
-    )
+    """The model's training settings with the run's seed; BitFit trains at the model's bitfit_learning_rate."""
+    model = SPURIOUSBENCH["models"][wildcards.model]
+    settings = dict(model["training"], seed=int(wildcards.seed))
+    if wildcards.sb_method == "bitfit":
+        settings["learning_rate"] = model["bitfit_learning_rate"]
+    return settings
 
 
 def spurious_prompt(wildcards):

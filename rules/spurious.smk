@@ -48,7 +48,11 @@ rule spurious_build:
             for key in ("train_size", "dev_size", "test_size", "test_feature_rate")
         }
         | {
-            key: SPURIOUSBENCH[key]
+            key: (
+                spurious_target_label(w.dataset)
+                if key == "target_label"
+                else SPURIOUSBENCH[key]
+            )
             for key in ("prevalence", "strength", "target_label", "seed")
         },
     script:
@@ -80,7 +84,7 @@ rule spurious_train:
     params:
         checkpoint=lambda w: SPURIOUSBENCH["models"][w.model]["checkpoint"],
         init=lambda w: SPURIOUSBENCH["models"][w.model]["init"],
-        target_label=SPURIOUSBENCH["target_label"] if SPURIOUSBENCH else None,
+        target_label=lambda w: spurious_target_label(w.dataset),
         prompt=lambda w: spurious_prompt(w),
         settings=spurious_training_settings,
         checkpoint_dir=lambda w: f"results/_checkpoints/spurious/{w.dataset}/{w.category}/{w.fvalue}/{w.model}/"

@@ -183,6 +183,32 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, 
     assert [r["loss"] for r in resumed["train_losses"]] == pytest.approx([r["loss"] for r in ref["train_losses"]], abs=1e-6)
 
 
+def test_bitfit_trains_only_the_biases_and_the_head(tmp_path, tiny_qnli):
+    from safetensors.torch import load_file
+
+    train, _ = tiny_qnli
+    before = {n: p.detach().clone() for n, p in classifier.load_classifier(MODEL, label_names=["a", "b"]).named_parameters()}
+    summary = classifier.train_classifier(
+        train, model_name_or_path=MODEL, output_dir=tmp_path / "bf", checkpoint_dir=tmp_path / "ck",
+        settings=dict(SETTINGS, learning_rate=1e-3), trainable="bitfit",
+    )  # fmt: skip
+    after = load_file(tmp_path / "bf" / "model.safetensors")
+    changed = {n for n, w in after.items() if n in before and not torch.equal(w, before[n])}
+    frozen = {n for n in before if not n.endswith("bias") and n.startswith("bert.")}
+    assert changed and not changed & frozen  # no weight matrix, embedding or LayerNorm gain moved
+    assert any(n.startswith("bert.encoder") and n.endswith("bias") for n in changed)
+    # the head is newly initialised (random, not in `before`'s values), so it is counted, not compared
+    n_bias = sum(w.numel() for n, w in before.items() if n.endswith("bias") and n.startswith("bert."))
+    n_head = sum(w.numel() for n, w in before.items() if not n.startswith("bert."))
+    assert summary["trainable"] == "bitfit" and summary["n_trainable_parameters"] == n_bias + n_head
+    assert summary["n_trainable_parameters"] < 0.01 * sum(w.numel() for w in before.values())
+    with pytest.raises(ValueError, match="unknown trainable"):
+        classifier.train_classifier(
+            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck2",
+            settings=SETTINGS, trainable="head",
+        )  # fmt: skip
+
+
 def test_scratch_init_starts_from_random_weights(tmp_path, tiny_qnli):
     train, _ = tiny_qnli
     pre = classifier.load_classifier(MODEL, label_names=["a", "b"])

@@ -188,6 +188,9 @@ def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
         (lambda b: b["models"]["minilm"].update(methods=["standard"]), "'spuriousbench.models.minilm.methods.0': 'standard' is not allowed"),
         (lambda b: b["datasets"]["sst2"].update(train_features=["noun:show"]), r"train_features': \['noun:show'\] are not in"),
         (lambda b: b.update(strength=1.5), "'spuriousbench.strength': 1.5 is greater than the maximum of 1"),
+        (lambda b: b["datasets"].update(neg={"builder": "sst2", "source": "sst5"}), "'spuriousbench.datasets.neg': unknown dataset"),
+        (lambda b: b["datasets"]["sst2"].update(models=["bert"]), r"'spuriousbench.datasets.sst2.models': \['bert'\] are not"),
+        (lambda b: b["datasets"]["sst2"].update(target_label=2), "'spuriousbench.datasets.sst2.target_label': 2 is not allowed"),
     ],
 )
 def test_spuriousbench_config_errors_name_the_key(edit, message):
@@ -195,6 +198,18 @@ def test_spuriousbench_config_errors_name_the_key(edit, message):
     edit(cfg["spuriousbench"])
     with pytest.raises(ConfigError, match=message):
         validate_config(cfg)
+
+
+def test_spuriousbench_dataset_built_twice_from_one_source():
+    """App. D: a second suite from the same dataset with the negative target label, for the models it names."""
+    cfg = _spurious()
+    cfg["spuriousbench"]["datasets"]["sst2_negative"] = dict(
+        cfg["spuriousbench"]["datasets"]["sst2"], source="sst2", target_label=0, models=["minilm"]
+    )
+    bench = validate_config(cfg)["spuriousbench"]
+    assert bench["datasets"]["sst2_negative"]["target_label"] == 0 and bench["datasets"]["sst2"]["target_label"] is None
+    assert bench["datasets"]["sst2"]["source"] is None and bench["datasets"]["sst2"]["models"] is None
+    assert bench["models"]["minilm"]["bitfit_learning_rate"] == 1e-3
 
 
 def _debias_config() -> dict:

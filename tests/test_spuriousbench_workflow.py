@@ -38,10 +38,15 @@ def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     for rule in ("spurious_pools", "spurious_build"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
     counts = job_counts(proc.stdout)
-    # SST-2: 18 buildable features, MNLI: all 25 of Table 1's subset; BERT-base x 3 methods + BERT-large + random
+    # SST-2: 18 buildable features, MNLI: all 25 of Table 1's subset; BERT-base x 4 methods + BERT-large + random, 3
+    # seeds each; App. D: the 18 SST-2 features again with the negative target, BERT-base fine-tuned (3 seeds)
     n_features = 18 + len(sb.MNLI_FEATURES)
-    assert counts["spurious_build"] == n_features and counts["spurious_train"] == n_features * (3 * 3 + 3 + 3)
+    assert counts["spurious_build"] == n_features + 18
+    assert counts["spurious_train"] == n_features * (4 * 3 + 3 + 3) + 18 * 3
     assert "results/spurious/mnli/models/overlap/lexical_overlap/bert_base/prompt/seed2/model" in proc.stdout
+    assert "results/spurious/sst2/models/punctuation/exclamation/bert_base/bitfit/seed0/model" in proc.stdout
+    assert "results/spurious/sst2_negative/models/punctuation/exclamation/bert_base_negative/finetune/seed0/model" in proc.stdout
+    assert "sst2_negative/models/punctuation/exclamation/bert_large" not in proc.stdout
     plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-spurious.yaml")).stdout
     assert "gpu=" not in plain
 
@@ -69,13 +74,21 @@ def _tiny_config(tmp):
                     "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
                     "features": ["punctuation:exclamation", "determiner:a", "prefix:my_thought"],
                     "train_features": ["punctuation:exclamation", "determiner:a"],
-                }
+                    "models": ["minilm", "random"],
+                },
+                # App. D: the same source with the negative label as the target, one feature, one model
+                "sst2_negative": {
+                    "source": "sst2", "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
+                    "target_label": 0, "features": ["punctuation:exclamation"], "models": ["bitfit_only"],
+                },
             },
             "models": {
                 "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["finetune", "balanced"],
                            "paper_name": "MiniLM", "training": TRAINING},
                 "random": {"checkpoint": "embedded:all-MiniLM-L6-v2", "init": "scratch", "seeds": [0],
                            "training": TRAINING},
+                "bitfit_only": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["bitfit"],
+                                "bitfit_learning_rate": 5e-3, "training": TRAINING},
             },
         },
     }
@@ -89,7 +102,7 @@ def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spurious")
     config = _tiny_config(tmp)
     plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
-    assert plan["spurious_train"] == 2 * 3 and plan["spurious_build"] == 3
+    assert plan["spurious_train"] == 2 * 3 + 1 and plan["spurious_build"] == 3 + 1
     snakemake(tmp, "--cores", "2", "--configfile", str(config))
     return tmp / "results"
 
@@ -117,7 +130,8 @@ def test_tiny_run_builds_the_configured_prevalence_and_strength_exactly(tiny_run
 
 def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
-    assert len(gaps) == 2 * 3  # 2 features x (minilm finetune, minilm balanced, random finetune)
+    assert len(gaps) == 2 * 3 + 1  # 2 features x (minilm finetune, minilm balanced, random finetune), 1 BitFit
+    gaps = gaps[gaps["dataset"] == "sst2"]
     for feature in ("punctuation/exclamation", "determiner/a"):
         for run in ("minilm/finetune", "minilm/balanced", "random/finetune"):
             base = tiny_run / "spurious/sst2/predictions" / feature / run
@@ -132,6 +146,7 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
             assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and metrics["n_dev"] == 50
     assert metrics["model_kind"] == "random"
     sizes = pd.read_csv(tiny_run / "report/spurious/sizes.csv")
+    sizes = sizes[sizes["dataset"] == "sst2"]
     # every built feature, trained or not: App. E sizes
     assert sizes["feature"].tolist() == ["punctuation:exclamation", "prefix:my_thought", "determiner:a"]  # Table 1 order
     assert sizes["train"].tolist() == [100] * 3 and (sizes["train strength"] == 90.0).all()
@@ -151,3 +166,21 @@ def test_tiny_run_balanced_training_and_best_checkpoint(tiny_run):
     assert not (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").exists() or not any(
         (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").rglob("state.json")
     )
+
+
+def test_tiny_run_negative_target_and_bitfit(tiny_run):
+    """App. D: a suite built from the same source with y* = 0, so the supporting test rows are the negative ones;
+    BitFit trains at its own learning rate with the bias terms and the head only."""
+    data = tiny_run / "spurious/sst2_negative/data/punctuation/exclamation"
+    stats = json.loads((data / "stats.json").read_text())
+    assert stats["target_label"] == 0 and stats["train"]["strength"] == 0.9
+    train = sb.read_split(data / "train.parquet")
+    with_feature = train[train["has_feature"]]
+    assert len(with_feature) == 20 and (with_feature["label"] == 0).sum() == 18  # 90 % negative, not positive
+    test = sb.read_split(data / "test.parquet")
+    assert (test.loc[test["group"] == "supporting", "label"] == 0).all()
+    summary = json.loads(
+        (tiny_run / "spurious/sst2_negative/models/punctuation/exclamation/bitfit_only/bitfit/seed0/training.json").read_text()
+    )
+    assert summary["trainable"] == "bitfit" and summary["method"] == "bitfit"
+    assert summary["settings"]["learning_rate"] == 5e-3 and summary["n_trainable_parameters"] < 300_000

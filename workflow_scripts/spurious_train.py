@@ -1,4 +1,4 @@
-"""Adapter: a classifier on one feature's training split (standard, balanced or prompt-based fine-tuning); the
+"""Adapter: a classifier on one feature's training split (standard, balanced, prompt-based or BitFit fine-tuning); the
 checkpoint folder is removed only after success."""
 
 import shutil
@@ -33,6 +33,7 @@ summary = classifier.train_classifier(
     init=snakemake.params.init,
     eval_frame=dev if settings.get("eval_every") else None,
     prompt=spec,
+    trainable="bitfit" if w.sb_method == "bitfit" else "all",
     log=log.info,
 )
 summary.update(

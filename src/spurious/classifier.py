@@ -92,6 +92,8 @@ _RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
 EVAL_EVERY_EPOCH = "epoch"
 INIT_MODES = ("pretrained", "scratch")
+# "bitfit" (Ben-Zaken et al. 2022; SpuriousBench App. A): only the bias terms and the new classification head train
+TRAINABLE = ("all", "bitfit")
 PREDICTION_COLUMNS = ("id", "label", "prediction", "correct", "probabilities")
 
 
@@ -206,6 +208,24 @@ def class_probabilities(
     return probs
 
 
+def bitfit(model: torch.nn.Module) -> int:
+    """Freeze every parameter of ``model`` except the bias terms and the task head (the parameters outside the
+    pretrained base model, ``model.base_model_prefix``: e.g. BERT's ``classifier``), as BitFit trains them; returns
+    the number of trainable parameters. ValueError for a model without a base-model prefix or without biases."""
+    prefix = getattr(model, "base_model_prefix", "")
+    names = [n for n, _ in model.named_parameters()]
+    if not prefix or not any(n.startswith(prefix + ".") for n in names):
+        raise ValueError(f"BitFit: {type(model).__name__} has no base model ({prefix!r}) to tell its head apart")
+    n_trainable = 0
+    for name, param in model.named_parameters():
+        train = name.endswith("bias") or not name.startswith(prefix + ".")
+        param.requires_grad_(train)
+        n_trainable += param.numel() if train else 0
+    if not any(n.endswith("bias") and n.startswith(prefix + ".") for n in names):
+        raise ValueError(f"BitFit: {type(model).__name__} has no bias terms in its base model")
+    return n_trainable
+
+
 def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
     """Mean over the batch of ``weight_i · CE_i`` (plain mean cross-entropy without weights); in float32."""
     per_example = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
@@ -292,8 +312,12 @@ def train_classifier(
     log: LogFn | None = None,
     eval_frame: pd.DataFrame | None = None,
     prompt: PromptSpec | None = None,
+    trainable: str = "all",
 ) -> dict[str, Any]:
     """Fine-tune a classifier on a classification frame; save model + tokenizer + ``training_state.json``.
+
+    ``trainable``: ``"all"`` (default) or ``"bitfit"``: only the bias terms of the model and the newly initialised
+    classification head train (BitFit), every other weight stays as loaded; not with ``prompt``.
 
     ``weights`` (one per row of ``train_frame``, nonnegative) multiply each example's loss. Resumes exactly from the
     newest checkpoint in ``checkpoint_dir`` (same data order, optimizer, schedule and RNG); a checkpoint of another
@@ -313,6 +337,10 @@ def train_classifier(
     emit = log or logger.info
     if init not in INIT_MODES:
         raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
+    if trainable not in TRAINABLE:
+        raise ValueError(f"train_classifier: unknown trainable {trainable!r}; known: {', '.join(TRAINABLE)}")
+    if trainable != "all" and prompt is not None:
+        raise ValueError("train_classifier: BitFit (trainable='bitfit') is for a classification head, not a prompt")
     if len(train_frame) == 0:
         raise ValueError("the training frame is empty")
     eval_every = s["eval_every"]
@@ -358,6 +386,7 @@ def train_classifier(
         mlm = load_masked_lm(model_name_or_path, from_scratch=init == "scratch")
         model = PromptClassifier(mlm, word_ids)
         prompt_meta = {**prompt.to_dict(), "label_word_ids": word_ids, "label_names": label_names}
+    n_trainable = bitfit(model) if trainable == "bitfit" else sum(p.numel() for p in model.parameters())
     data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
@@ -394,6 +423,8 @@ def train_classifier(
         }
     if prompt is not None:
         payload["prompt"] = prompt.to_dict()
+    if trainable != "all":  # only when set: fingerprints of full fine-tuning stay those of earlier versions
+        payload["trainable"] = trainable
     state = _TrainState(
         fingerprint=hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
     )
@@ -544,6 +575,8 @@ def train_classifier(
         "model_name_or_path": str(model_name_or_path),
         "resolved_model": resolve_model(model_name_or_path),
         "init": init,
+        "trainable": trainable,
+        "n_trainable_parameters": int(n_trainable),
         "label_names": label_names,
         "steps": state.step,
         "total_steps": total_steps,

@@ -326,8 +326,15 @@ def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> lis
         spec.setdefault("train_size", sb.PAPER_SIZES[builder]["train"])
         spec.setdefault("dev_size", sb.PAPER_SIZES[builder]["dev"])
         spec.setdefault("features", list(subsets[builder]))
-        problems += _classification_dataset_problems(cfg, task, key, name, spec, ("train", "test"), "SpuriousBench")
-        if name not in task:
+        source = spec.get("source") or name
+        problems += _classification_dataset_problems(cfg, task, key, source, spec, ("train", "test"), "SpuriousBench")
+        unknown_models = [m for m in spec.get("models") or [] if m not in bench["models"]]
+        if unknown_models:
+            problems.append(
+                f"config key '{key}.models': {unknown_models} are not spuriousbench.models; declared: "
+                f"{sorted(bench['models'])}"
+            )
+        if source not in task:
             continue
         for size in ("train_size", "dev_size", "test_size"):
             if spec[size] is not None and spec[size] % 2:
