@@ -462,9 +462,10 @@ def lexical_runs():
 
 
 def lexical_training_settings(wildcards):
-    return dict(
-        LEXICAL["models"][wildcards.model]["training"], seed=int(wildcards.seed)
-    )
+    """The model's training settings (its bilstm settings for the BiLSTM control) with the run's seed."""
+    model = LEXICAL["models"][wildcards.model]
+    key = "bilstm" if model["init"] == "bilstm" else "training"
+    return dict(model[key], seed=int(wildcards.seed))
 
 
 def lexical_train_inputs(wildcards):

@@ -104,7 +104,7 @@ rule lexical_train:
         mem_mb=8000,
         runtime=600,
     params:
-        checkpoint=lambda w: LEXICAL["models"][w.model]["checkpoint"],
+        checkpoint=lambda w: LEXICAL["models"][w.model].get("checkpoint"),
         init=lambda w: LEXICAL["models"][w.model]["init"],
         settings=lexical_training_settings,
         checkpoint_dir=lambda w: f"results/_checkpoints/lexical/{w.dataset}/{w.model}/{w.weighting}/seed{w.seed}/"
@@ -135,6 +135,7 @@ rule lexical_predict:
         settings=lambda w: {
             k: lexical_training_settings(w)[k]
             for k in ("eval_batch_size", "max_length", "device", "bf16")
+            if LEXICAL["models"][w.model]["init"] != "bilstm"
         },
     script:
         "../workflow_scripts/lexical_predict.py"

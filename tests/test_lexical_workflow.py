@@ -20,7 +20,7 @@ QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 def test_demo_lexical_dry_run_plans_the_whole_chain(tmp_path):
     out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-lexical.yaml")).stdout
     counts = job_counts(out)
-    # MiniLM on uniform and q with 3 seeds, the scratch control on both with 1 seed
+    # MiniLM on uniform and q with 3 seeds, the BiLSTM control on both with 1 seed
     assert counts["lexical_train"] == 8 and counts["lexical_predict"] == 8 and counts["lexical_permutation"] == 8
     for rule in ("download", "derive_splits", "lexical_features", "lexical_reweight", "lexical_bigrams", "lexical_report"):
         assert counts[rule] == 1, rule
@@ -38,7 +38,7 @@ def test_paper_lexical_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     for rule in ("lexical_features", "lexical_permutation", "lexical_bigrams"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
     counts = job_counts(proc.stdout)
-    # SNLI, QNLI, QQP: RoBERTa-large on uniform and q x 3 seeds + the scratch control on both; MNLI reweighting only
+    # SNLI, QNLI, QQP: RoBERTa-large on uniform and q x 3 seeds + the BiLSTM control on both; MNLI reweighting only
     assert counts["lexical_train"] == 3 * (6 + 2) and counts["lexical_reweight"] == 4 and counts["lexical_bigrams"] == 4
     assert "results/lexical/mnli/reweight/summary.json" in proc.stdout
     assert "results/lexical/mnli/permutation" not in proc.stdout
@@ -74,7 +74,12 @@ def _tiny_config(tmp):
             "top_k": 10,
             "reweight": {"min_count": 5, "max_steps": 200},
             "bigrams": {"n": 20, "seed": 0},
-            "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "training": training}},
+            "models": {
+                "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "training": training},
+                # the paper's no-pretraining control, tiny: CBOW + BiLSTM on the q-weighted training data
+                "lstm": {"init": "bilstm", "seeds": [0], "weightings": ["q"], "paper_name": "lstm",
+                         "bilstm": {"epochs": 1, "embedding_dim": 8, "hidden_sizes": [8, 8, 8], "device": "cpu"}},
+            },
         },
     }
     path = tmp / "tiny-lexical.yaml"
@@ -166,3 +171,19 @@ def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
         str(tmp_path / "short.csv"),
     ])
     assert code == 2
+
+
+def test_tiny_lexical_run_trains_and_tests_the_bilstm_control(tiny_lexical_run):
+    work, _ = tiny_lexical_run
+    res = work / "results"
+    training = json.loads((res / "lexical/qnli/models/lstm/q/seed0/training.json").read_text())
+    assert training["architecture"] == "bilstm_cbow" and training["cbow_corpus"] == "q-weighted resample"
+    assert training["settings"]["hidden_sizes"] == [8, 8, 8] and training["weighting"] == "q"
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/lstm/q/seed0.parquet")
+    test = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    assert preds["id"].tolist() == test["id"].astype(str).tolist()
+    perm = json.loads((res / "lexical/qnli/permutation/lstm/q/seed0.json").read_text())
+    assert np.isfinite(perm["log10_p"])
+    t2 = pd.read_csv(res / "report/lexical/table2.csv")
+    row = t2[t2["model"] == "lstm"].iloc[0]
+    assert row["kind"] == "from scratch" and row["weighting"] == "q"

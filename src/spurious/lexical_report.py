@@ -131,7 +131,8 @@ def table1(
 
 
 def model_kind(init: str) -> str:
-    """The paper's Table 2 block of a model: fine-tuned pretrained transformers, or models trained from scratch."""
+    """The paper's Table 2 block of a model: fine-tuned pretrained transformers, or models trained from scratch
+    (a randomly initialised transformer, or the paper's BiLSTM over CBOW embeddings)."""
     return "finetuned" if init == "pretrained" else "from scratch"
 
 
