@@ -86,14 +86,16 @@ def make_dataset(separation: float, seed: int, settings: SyntheticSettings = Syn
     for c in (0, 1):
         rows = np.flatnonzero(labels == c)
         biased[rng.choice(rows, size=int(round(s.bias_fraction * len(rows))), replace=False)] = True
-    sign = np.where(labels == 1, 1.0, -1.0)[:, None]
-    extra = rng.normal(scale=s.bias_std, size=(n, s.bias_dims))
-    extra[biased] += sign[biased] * s.bias_mean
     flipped = np.zeros(n, dtype=bool)
     if any(np.isclose(separation, f) for f in s.flip_at):
         rows = np.flatnonzero(biased)
         flipped[rng.choice(rows, size=int(round(s.flip_fraction * len(rows))), replace=False)] = True
     labels = np.where(flipped, 1 - labels, labels)
+    # the bias features follow the (flipped) label: a flipped point stays on its circle, against the RBF, but its
+    # bias makes it linearly predictable, so AFLite can remove it (§3: "removes most of the flipped examples")
+    sign = np.where(labels == 1, 1.0, -1.0)[:, None]
+    extra = rng.normal(scale=s.bias_std, size=(n, s.bias_dims))
+    extra[biased] += sign[biased] * s.bias_mean
     return SyntheticData(np.concatenate([circle, extra], axis=1).astype(np.float64), labels, biased, flipped)
 
 
