@@ -124,6 +124,37 @@ rule spurious_predict:
         "../workflow_scripts/spurious_predict.py"
 
 
+rule spurious_icl:
+    """In-context learning (§5): a causal LM prompted with demonstrations drawn from the feature's training split at
+    the model's icl prevalence and strength (a new draw per seed), predicting the test and dev sets; the same
+    metrics as spurious_predict. No training."""
+    input:
+        train="results/spurious/{dataset}/data/{category}/{fvalue}/train.parquet",
+        test="results/spurious/{dataset}/data/{category}/{fvalue}/test.parquet",
+        dev="results/spurious/{dataset}/data/{category}/{fvalue}/dev.parquet",
+    output:
+        predictions="results/spurious/{dataset}/predictions/{category}/{fvalue}/{model}/icl/seed{seed}.parquet",
+        metrics="results/spurious/{dataset}/predictions/{category}/{fvalue}/{model}/icl/seed{seed}.metrics.json",
+    log:
+        "results/logs/spurious/icl_{dataset}_{category}_{fvalue}_{model}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/spurious/icl_{dataset}_{category}_{fvalue}_{model}_seed{seed}.tsv"
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=16000,
+        runtime=120,
+    params:
+        checkpoint=lambda w: SPURIOUSBENCH["models"][w.model]["checkpoint"],
+        builder=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["builder"],
+        icl=lambda w: SPURIOUSBENCH["models"][w.model]["icl"],
+        target_label=lambda w: spurious_target_label(w.dataset),
+        paper_name=lambda w: SPURIOUSBENCH["models"][w.model]["paper_name"],
+    script:
+        "../workflow_scripts/spurious_icl.py"
+
+
 rule spurious_report:
     """Spurious gaps per feature and per category (mean and spread over seeds), the App. E sizes, Fig. 1 and Fig. 2."""
     input:

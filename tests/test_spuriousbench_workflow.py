@@ -33,7 +33,7 @@ def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         str(REPO / "configs" / "paper-spurious.yaml"),
     )
     resources = _resources_by_rule(proc.stdout)
-    for rule in ("spurious_train", "spurious_predict"):
+    for rule in ("spurious_train", "spurious_predict", "spurious_icl"):
         assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
     for rule in ("spurious_pools", "spurious_build"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
@@ -47,12 +47,30 @@ def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     assert "results/spurious/sst2/models/punctuation/exclamation/bert_base/bitfit/seed0/model" in proc.stdout
     assert "results/spurious/sst2_negative/models/punctuation/exclamation/bert_base_negative/finetune/seed0/model" in proc.stdout
     assert "sst2_negative/models/punctuation/exclamation/bert_large" not in proc.stdout
+    # §5 in-context learning: 3 open-model rows on both subsets, 2 more (Figs. 4-5) on SST-2, 3 draws each
+    assert counts["spurious_icl"] == 18 * 5 * 3 + len(sb.MNLI_FEATURES) * 3 * 3
+    assert "results/spurious/mnli/predictions/overlap/lexical_overlap/pythia_12b_words/icl/seed2.metrics.json" in proc.stdout
     plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-spurious.yaml")).stdout
     assert "gpu=" not in plain
 
 
 TRAINING = {"batch_size": 16, "max_steps": 4, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
             "eval_every": 2, "device": "cpu"}
+
+
+def _tiny_causal_lm(tmp):
+    """A random 2-layer GPT-2 over the MiniLM vocabulary, saved with its tokenizer (nothing downloaded)."""
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    from spurious.models import load_tokenizer
+
+    tok = load_tokenizer("embedded:all-MiniLM-L6-v2")
+    torch.manual_seed(0)
+    path = tmp / "tiny_lm"
+    GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_positions=256, n_embd=32, n_layer=2, n_head=2)).save_pretrained(path)
+    tok.save_pretrained(path)
+    return path
 
 
 def _tiny_config(tmp):
@@ -74,7 +92,7 @@ def _tiny_config(tmp):
                     "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
                     "features": ["punctuation:exclamation", "determiner:a", "prefix:my_thought"],
                     "train_features": ["punctuation:exclamation", "determiner:a"],
-                    "models": ["minilm", "random"],
+                    "models": ["minilm", "random", "tiny_lm"],
                 },
                 # App. D: the same source with the negative label as the target, one feature, one model
                 "sst2_negative": {
@@ -89,6 +107,9 @@ def _tiny_config(tmp):
                            "training": TRAINING},
                 "bitfit_only": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["bitfit"],
                                 "bitfit_learning_rate": 5e-3, "training": TRAINING},
+                # §5: in-context learning with a tiny random causal LM, 4 demonstrations
+                "tiny_lm": {"checkpoint": str(_tiny_causal_lm(tmp)), "seeds": [0], "methods": ["icl"],
+                            "icl": {"shots": 4, "batch_size": 16, "device": "cpu"}},
             },
         },
     }
@@ -102,7 +123,7 @@ def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spurious")
     config = _tiny_config(tmp)
     plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
-    assert plan["spurious_train"] == 2 * 3 + 1 and plan["spurious_build"] == 3 + 1
+    assert plan["spurious_train"] == 2 * 3 + 1 and plan["spurious_build"] == 3 + 1 and plan["spurious_icl"] == 2
     snakemake(tmp, "--cores", "2", "--configfile", str(config))
     return tmp / "results"
 
@@ -130,7 +151,8 @@ def test_tiny_run_builds_the_configured_prevalence_and_strength_exactly(tiny_run
 
 def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
-    assert len(gaps) == 2 * 3 + 1  # 2 features x (minilm finetune, minilm balanced, random finetune), 1 BitFit
+    # 2 features x (minilm finetune, minilm balanced, random finetune, tiny_lm icl), 1 BitFit
+    assert len(gaps) == 2 * 4 + 1
     gaps = gaps[gaps["dataset"] == "sst2"]
     for feature in ("punctuation/exclamation", "determiner/a"):
         for run in ("minilm/finetune", "minilm/balanced", "random/finetune"):
@@ -184,3 +206,26 @@ def test_tiny_run_negative_target_and_bitfit(tiny_run):
     )
     assert summary["trainable"] == "bitfit" and summary["method"] == "bitfit"
     assert summary["settings"]["learning_rate"] == 5e-3 and summary["n_trainable_parameters"] < 300_000
+
+
+def test_tiny_run_in_context_learning(tiny_run):
+    """§5: demonstrations at 50 % prevalence and 100 % strength from the feature's training split, the test set
+    predicted by the causal LM, the gap as for the trained models; predictions match a direct call."""
+    from spurious import icl
+
+    data = tiny_run / "spurious/sst2/data/punctuation/exclamation"
+    base = tiny_run / "spurious/sst2/predictions/punctuation/exclamation/tiny_lm/icl"
+    metrics = json.loads((base / "seed0.metrics.json").read_text())
+    assert metrics["method"] == "icl" and metrics["icl"]["shots"] == 4
+    assert metrics["icl"]["realised_prevalence"] == 0.5 and metrics["icl"]["realised_strength"] == 1.0
+    train = sb.read_split(data / "train.parquet")
+    demos = train.set_index("id").loc[metrics["icl"]["demonstration_ids"]]
+    assert (demos.loc[demos["has_feature"], "label"] == 1).all() and (demos["label"] == 1).sum() == 2
+    pred = pd.read_parquet(base / "seed0.parquet")
+    sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
+    cnt = pred.loc[pred["group"] == "counter", "correct"].mean()
+    assert metrics["gap"] == pytest.approx(sup - cnt)
+    model, tok = icl.load_causal_lm(tiny_run.parent / "tiny_lm")
+    test = sb.read_split(data / "test.parquet")
+    again, _ = icl.predict_icl(model, tok, demos.reset_index(), test, icl.PAPER_TEMPLATES["sst2"]["digits"], device="cpu")
+    assert again["prediction"].tolist() == pred["prediction"].tolist()

@@ -57,7 +57,7 @@ __all__ = [
     "summary_lines",
 ]
 
-METHODS: tuple[str, ...] = ("finetune", "balanced", "prompt", "bitfit")
+METHODS: tuple[str, ...] = ("finetune", "balanced", "prompt", "bitfit", "icl")
 """§4: standard finetuning, data balancing (Idrissi et al.) and prompt-based finetuning, in the tables' order."""
 DIGITS = 1
 """Decimals of the percentages in the Markdown tables."""
@@ -144,7 +144,7 @@ SIZES_TABLE_COLUMNS: tuple[str, ...] = (
 
 # gap must equal acc_supporting − acc_counter up to float noise; a larger difference means mixed-up inputs
 _GAP_TOLERANCE = 1e-6
-_METHOD_COLORS = {"finetune": "C0", "balanced": "C1", "prompt": "C2", "bitfit": "C4"}
+_METHOD_COLORS = {"finetune": "C0", "balanced": "C1", "prompt": "C2", "bitfit": "C4", "icl": "C5"}
 
 Cell = tuple[str, str, str, str]  # (dataset, feature, model, method)
 
