@@ -105,6 +105,7 @@ def test_table1_hand_computed(hand: tuple[dict, list[dict]]) -> None:
     avg = row(df, "ReSam", "average")  # one heuristic: its average row repeats it
     assert avg["adv"] == em["adv"] and avg["adv q975"] == em["adv q975"]
     assert "paired bootstrap" in df.attrs["caption"] and "adv 4" in df.attrs["caption"]
+    assert "distils from the original model" in df.attrs["caption"]  # CReg's teacher is not the control
 
 
 def _loop_interval(values: np.ndarray, idx: np.ndarray) -> tuple[float, float]:
