@@ -17,14 +17,17 @@ def test_generator_matches_the_pinned_settings():
     assert [int(data.biased[original == c].sum()) for c in (0, 1)] == [750, 750]
     assert int(data.flipped.sum()) == 150 and not data.flipped[~data.biased].any()
     assert not syn.make_dataset(0.7, seed=0).flipped.any()
-    # radii 1 (class 1) and 1 - separation (class 0), noise 0.15
-    # E[x^2 + y^2] = r^2 + 2 sigma^2: 1 + 0.045 and 0.04 + 0.045
+    # radii 1 (class 1) and 1 - separation (class 0) by the original class, isotropic noise sigma:
+    # E[x^2 + y^2] = r^2 + 2 sigma^2
     r2 = data.features[:, 0] ** 2 + data.features[:, 1] ** 2
-    assert r2[original == 1].mean() == pytest.approx(1.045, abs=0.02)
-    assert r2[original == 0].mean() == pytest.approx(0.085, abs=0.01)
-    # bias dimensions: mean +-1 for biased points by class, 0 for the rest
-    assert data.features[data.biased & (original == 1), 2:].mean() == pytest.approx(1.0, abs=0.08)
-    assert data.features[data.biased & (original == 0), 2:].mean() == pytest.approx(-1.0, abs=0.08)
+    assert r2[original == 1].mean() == pytest.approx(1.0 + 2 * s.noise**2, abs=0.03)
+    assert r2[original == 0].mean() == pytest.approx(0.04 + 2 * s.noise**2, abs=0.015)
+    # bias dimensions: mean +-1 for biased points by their (flipped) label, 0 for the rest; a flipped point's bias
+    # therefore contradicts its circle
+    label = data.labels
+    assert data.features[data.biased & (label == 1), 2:].mean() == pytest.approx(1.0, abs=0.08)
+    assert data.features[data.biased & (label == 0), 2:].mean() == pytest.approx(-1.0, abs=0.08)
+    assert data.features[data.flipped & (original == 0), 2:].mean() == pytest.approx(1.0, abs=0.2)
     assert data.features[~data.biased, 2:].mean() == pytest.approx(0.0, abs=0.1)
     again = syn.make_dataset(0.8, seed=0)
     np.testing.assert_array_equal(again.features, data.features)

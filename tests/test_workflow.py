@@ -121,7 +121,7 @@ def test_demo_debias_dry_run_plans_the_debiasing_chain(tmp_path):
     out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-debias.yaml")).stdout
     counts = job_counts(out)
     assert counts["train"] == 1 and counts["train_bias_model"] == 1 and counts["feature_logits"] == 2
-    assert counts["train_debiased"] == 3 and counts["subset"] == 1 and counts["debias_report"] == 1
+    assert counts["train_debiased"] == 3 and counts["subset"] == 2 and counts["debias_report"] == 1
     assert counts["train_plain"] == 1  # the matched control
     # original + plain + ReSam/LMix/CReg for word-dist, each on SQuAD validation and NQ; the Human annotators
     assert counts["predict"] == 10 and counts["bias"] == 5 * 2 * 7 + 3 * 7

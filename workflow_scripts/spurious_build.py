@@ -34,5 +34,6 @@ for split in ("train", "dev", "test"):
     sb.write_split(frame, snakemake.output[split], split_stats)
     stats[split] = split_stats
     log.info("%s %s: %s", feature, split, split_stats)
+stats["target_label"] = stats["train"]["target_label"]  # y*, the label the feature supports
 stats["seconds"] = suite["seconds"]
 io.write_json(stats, snakemake.output.stats)

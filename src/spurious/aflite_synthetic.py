@@ -3,16 +3,20 @@
 The paper describes the data only in words: two classes on concentric circles at four separations (0.8, 0.7, 0.6,
 0.4), class-specific Gaussian bias features in 75 % of each class and noise features in the rest, labels flipped on
 some biased samples at the largest separation; SVM-RBF and logistic regression (scikit-learn) before and after
-AFLite over 10 seeds. The numbers it leaves open are pinned here, in ``SyntheticSettings``, and were fixed before
-any result was looked at:
+AFLite over 10 seeds. The numbers it leaves open are pinned here, in ``SyntheticSettings``; all but the noise were
+fixed before any result was looked at, the noise was then calibrated once, on one column of Table 7 (below):
 
 * 2,000 points per dataset, 1,000 per class. Class 1 lies on the unit circle, class 0 on the circle of radius
-  ``1 − separation`` (so 0.8 is the widest gap), both with isotropic Gaussian noise of σ = 0.15 on the two
-  coordinates (scikit-learn's ``make_circles`` construction).
-* Two bias dimensions: for 75 % of each class (drawn at random) N(±1, 1) per dimension, the sign given by the class
-  (+ for class 1); for the other 25 % N(0, 1), the same for both classes. On its own a bias feature pair predicts
-  the class of a biased point with about 92 % accuracy (Φ(√2)).
-* At separation 0.8, 10 % of the biased points (drawn at random) have their label flipped.
+  ``1 − separation`` (so 0.8 is the widest gap), both with isotropic Gaussian noise of σ = 0.3 on the two
+  coordinates (scikit-learn's ``make_circles`` construction). σ was calibrated on the SVM-RBF *before* filtering at
+  the separations without flips (0.7, 0.6, 0.4; the paper: 89.9, 87.6, 83.8): σ = 0.15 gave 97.5, 96.2, 91.5 (too
+  easy, and the SVM then lost no accuracy after filtering), σ = 0.3 gives 90.6, 89.3, 84.6 over seeds 0–2. The
+  after-filtering columns and the logistic regression were not used to choose it.
+* Two bias dimensions: for 75 % of each class (drawn at random) N(±1, 1) per dimension, the sign given by the
+  (final, possibly flipped) label (+ for class 1); for the other 25 % N(0, 1), the same for both classes. On its own
+  a bias feature pair predicts the class of a biased point with about 92 % accuracy (Φ(√2)).
+* At separation 0.8, 10 % of the biased points (drawn at random) have their label flipped; their bias features
+  follow the flipped label, so the flip is linearly predictable and AFLite can remove it (§3).
 * The representation Φ given to AFLite is all four features; AFLite runs with Table 8's synthetic values m = 128,
   t = 100, τ = 0.75, and k = 10 instead of 1 (the same algorithm in a tenth of the iterations; App. A.1 uses
   larger slices for speed too), until fewer than k points reach τ.
@@ -49,7 +53,7 @@ PAPER_TABLE7: dict[tuple[float, str], tuple[float, float, float, float]] = {
 @dataclass(frozen=True)
 class SyntheticSettings:
     n_per_class: int = 1000
-    noise: float = 0.15
+    noise: float = 0.3  # calibrated: module docstring
     bias_fraction: float = 0.75
     bias_dims: int = 2
     bias_mean: float = 1.0
