@@ -93,7 +93,8 @@ rule aflite_warmup:
     params:
         checkpoint=lambda w: aflite_representation()["checkpoint"],
         init="pretrained",
-        settings=aflite_warmup_settings,
+        settings=rule_settings(aflite_warmup_settings),
+        result_settings=rule_result_settings(aflite_warmup_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/warmup/"
         + settings_key(aflite_warmup_settings(w)),
     script:
@@ -120,9 +121,8 @@ rule aflite_embed:
         mem_mb=8000,
         runtime=120,
     params:
-        representation=lambda w: {
-            k: v for k, v in aflite_representation().items() if k != "warmup"
-        },
+        representation=rule_settings(aflite_embedding_settings),
+        result_settings=rule_result_settings(aflite_embedding_settings),
         features=lambda w: AFLITE_TEXT["datasets"][w.dataset]["features"],
     script:
         "../workflow_scripts/aflite_embed.py"
@@ -154,7 +154,7 @@ rule aflite_filter:
         runtime=240,
     params:
         settings=lambda w: AFLITE_TEXT["datasets"][w.dataset]["filter"],
-        device=lambda w: aflite_representation()["device"],
+        execution=lambda w: RuleSettings({"device": aflite_representation()["device"]}),
         state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter/"
         + settings_key(AFLITE_TEXT["datasets"][w.dataset]["filter"]),
     script:
@@ -207,7 +207,8 @@ rule aflite_train_classifier:
     params:
         checkpoint=lambda w: AFLITE_TEXT["models"][w.model]["checkpoint"],
         init=lambda w: AFLITE_TEXT["models"][w.model]["init"],
-        settings=aflite_training_settings,
+        settings=rule_settings(aflite_training_settings),
+        result_settings=rule_result_settings(aflite_training_settings),
         partial_input=lambda w: (
             AFLITE_TEXT["datasets"][w.dataset]["partial_input"]
             if w.inputs == "partial"
@@ -243,10 +244,8 @@ rule aflite_predict:
         mem_mb=8000,
         runtime=60,
     params:
-        settings=lambda w: {
-            k: aflite_training_settings(w)[k]
-            for k in ("eval_batch_size", "max_length", "device", "bf16")
-        },
+        settings=rule_settings(aflite_prediction_settings),
+        result_settings=rule_result_settings(aflite_prediction_settings),
         partial_input=lambda w: (
             AFLITE_TEXT["datasets"][w.dataset]["partial_input"]
             if w.inputs == "partial"
@@ -295,3 +294,108 @@ rule aflite_text_report:
         },
     script:
         "../workflow_scripts/aflite_text_report.py"
+
+
+# Out-of-distribution evaluation (§4.1, Tables 1-2; spurious.aflite_ood): every full-input model of one AFLite
+# dataset scored on other datasets' splits (HANS, the NLI Diagnostics, the stress tests), or first fine-tuned on an
+# OOD training split (Adversarial NLI's rounds, Table 2).
+
+
+rule aflite_ood_finetune:
+    """Table 2's protocol: an AFLite text model (trained on D, D_rand or D(AFLite)) fine-tuned on an OOD set's
+    training split (an Adversarial NLI round) before it is scored on the set's test split.
+    """
+    input:
+        model=lambda w: f"results/aflite/text/{aflite_ood(w.ood)['models_from']}/models/{w.model}/{w.train_set}/full/seed{w.seed}/model",
+        train=lambda w: split_file(
+            aflite_ood(w.ood)["dataset"], aflite_ood(w.ood)["finetune"]["split"]
+        ),
+    output:
+        model=directory(
+            "results/aflite/ood/{ood}/finetuned/{model}/{train_set}/seed{seed}/model"
+        ),
+        summary="results/aflite/ood/{ood}/finetuned/{model}/{train_set}/seed{seed}/training.json",
+    log:
+        "results/logs/aflite/ood_finetune_{ood}_{model}_{train_set}_seed{seed}.log",
+    benchmark:
+        "results/benchmarks/aflite/ood_finetune_{ood}_{model}_{train_set}_seed{seed}.tsv"
+    wildcard_constraints:
+        ood=r"[a-z0-9_]+",
+        train_set="full|random|aflite",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=600,
+    params:
+        settings=rule_settings(aflite_ood_finetune_settings),
+        result_settings=rule_result_settings(aflite_ood_finetune_settings),
+        checkpoint_dir=lambda w: f"results/_checkpoints/aflite/ood/{w.ood}/{w.model}/{w.train_set}/seed{w.seed}/"
+        + settings_key(aflite_ood_finetune_settings(w)),
+    script:
+        "../workflow_scripts/aflite_ood_finetune.py"
+
+
+rule aflite_ood_predict:
+    """One model on one OOD split: its predictions mapped to the split's labels, correct counts per group."""
+    input:
+        model=aflite_ood_model,
+        data=lambda w: split_file(aflite_ood(w.ood)["dataset"], w.split),
+    output:
+        predictions="results/aflite/ood/{ood}/predictions/{model}/{train_set}/seed{seed}/{split}.parquet",
+        metrics="results/aflite/ood/{ood}/predictions/{model}/{train_set}/seed{seed}/{split}.metrics.json",
+    log:
+        "results/logs/aflite/ood_predict_{ood}_{model}_{train_set}_seed{seed}_{split}.log",
+    benchmark:
+        "results/benchmarks/aflite/ood_predict_{ood}_{model}_{train_set}_seed{seed}_{split}.tsv"
+    wildcard_constraints:
+        ood=r"[a-z0-9_]+",
+        train_set="full|random|aflite",
+    conda:
+        "../envs/spurious.yaml"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    params:
+        settings=rule_settings(aflite_prediction_settings),
+        result_settings=rule_result_settings(aflite_prediction_settings),
+        scoring=lambda w: {
+            "prediction_map": aflite_ood(w.ood)["prediction_map"],
+            "only_labels": aflite_ood(w.ood)["only_labels"],
+            "split_group": aflite_ood(w.ood)["splits"][w.split],
+            "group_names": aflite_ood(w.ood)["groups"],
+        },
+    script:
+        "../workflow_scripts/aflite_ood_predict.py"
+
+
+rule aflite_ood_report:
+    """Tables 1-2: accuracy per OOD set, group, model and train set (mean ± std over seeds), the paper's beside."""
+    input:
+        lambda w: aflite_ood_metrics_files(),
+    output:
+        table_csv=report(
+            "results/report/aflite/ood.csv",
+            caption="../report/aflite_ood.rst",
+            category="AFLite",
+        ),
+        table_md="results/report/aflite/ood.md",
+    log:
+        "results/logs/aflite/ood_report.log",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        set_names=lambda w: {
+            name: spec["paper_name"] for name, spec in AFLITE_TEXT["ood"].items()
+        },
+        paper_models=lambda w: {
+            m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()
+        },
+        paper_training_data=lambda w: {
+            name: AFLITE_TEXT["datasets"][spec["models_from"]]["paper_name"]
+            for name, spec in AFLITE_TEXT["ood"].items()
+        },
+    script:
+        "../workflow_scripts/aflite_ood_report.py"

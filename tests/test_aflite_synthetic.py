@@ -45,3 +45,19 @@ def test_one_run_meets_the_floors_and_removes_biased_points():
     table = syn.table7([run])
     assert list(table["model"]) == ["SVM-RBF", "Logistic Reg."]
     assert table.loc[1, "D(AFLite) (paper)"] == pytest.approx(53.4)
+
+
+def test_table7_means_and_sample_stds_over_seeds_by_hand():
+    def run(seed, svm_before, lr_before, svm_after, lr_after, flipped_kept):
+        return {"separation": 0.8, "seed": seed, "before": {"SVM-RBF": svm_before, "Logistic Reg.": lr_before},
+                "after": {"SVM-RBF": svm_after, "Logistic Reg.": lr_after}, "n_kept": 900 + seed,
+                "biased_kept": 500, "flipped_kept": flipped_kept, "flipped_total": 150}
+
+    table = syn.table7([run(0, 90.0, 80.0, 85.0, 55.0, 60), run(1, 92.0, 84.0, 81.0, 51.0, 70)])
+    svm, lr = table.iloc[0], table.iloc[1]
+    assert svm["D mean"] == 91.0 and svm["D std"] == pytest.approx(2**0.5)  # (90, 92): sample std sqrt(2)
+    assert lr["D(AFLite) mean"] == 53.0 and lr["D(AFLite) std"] == pytest.approx(8**0.5)  # (55, 51)
+    assert svm["kept (mean)"] == 900.5 and svm["flipped kept (mean)"] == 65.0 and svm["flipped (of)"] == 150
+    assert (svm["D (paper)"], svm["D std (paper)"], svm["D(AFLite) (paper)"], svm["D(AFLite) std (paper)"]) == (
+        97.0, 0.2, 90.7, 0.6)
+

@@ -4,6 +4,7 @@ run through Table 7, and a tiny text run on real QNLI records through every text
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -11,8 +12,9 @@ import pyarrow.parquet as pq
 import pytest
 import yaml
 
-from spurious import aflite_text, classification
+from spurious import aflite_text, classification, classifier
 from tests.conftest import REPO, SHARED
+from tests.test_aflite_ood import write_hans
 from tests.test_workflow import _resources_by_rule, job_counts, snakemake
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -38,7 +40,8 @@ def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         str(REPO / "configs" / "paper-aflite.yaml"),
     )
     resources = _resources_by_rule(proc.stdout)
-    for rule in ("aflite_warmup", "aflite_embed", "aflite_filter", "aflite_train_classifier", "aflite_predict"):
+    for rule in ("aflite_warmup", "aflite_embed", "aflite_filter", "aflite_train_classifier", "aflite_predict",
+                 "aflite_ood_finetune", "aflite_ood_predict"):
         assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
     for rule in ("aflite_synthetic", "aflite_training_sets"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
@@ -46,6 +49,11 @@ def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     # SNLI, MultiNLI, QNLI x RoBERTa-large and BERT-large x D, D_rand, D(AFLite) x full and partial inputs
     assert counts["aflite_filter"] == 3 and counts["aflite_train_classifier"] == 3 * 2 * 3 * 2
     assert "results/aflite/text/mnli/filter/iterations.csv" in proc.stdout
+    # Tables 1-2: the 6 full-input SNLI models (2 models x 3 train sets) on HANS, the Diagnostics, the 6 stress-test
+    # files and, after fine-tuning on each round's train split, the 3 ANLI test splits
+    assert counts["aflite_ood_finetune"] == 3 * 6 and counts["aflite_ood_predict"] == (1 + 1 + 6 + 3) * 6
+    assert counts["aflite_ood_report"] == 1
+    assert "results/aflite/ood/anli_r2/finetuned/roberta_large/aflite/seed0/model" in proc.stdout
     plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
     assert "gpu=" not in plain
 
@@ -69,6 +77,17 @@ def _tiny_text_config(tmp):
     pq.write_table(pq.read_table(QNLI_DEV).slice(0, 360), data)  # the hub export's layout and label metadata
     training = {"batch_size": 8, "max_steps": 3, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
                 "device": "cpu"}
+    hans = write_hans(tmp / "heuristics_evaluation_set.txt")
+    anli = {}
+    for split, n in (("train", 24), ("test", 9)):
+        rows = [{"uid": f"{split}{i}", "premise": f"The {i} dogs ran home.", "hypothesis": f"Dogs ran {i} times.",
+                 "label": "enc"[i % 3], "reason": ""} for i in range(n)]
+        anli[split] = tmp / f"anli_{split}.jsonl"
+        anli[split].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # ANLI collapsed to QNLI's two labels, so the tiny QNLI models can be fine-tuned on it (the paper's SNLI models
+    # keep its three)
+    anli_source = {"format": "jsonl", "id_column": "uid", "label_names": ["entailment", "not_entailment"],
+                   "label_aliases": {"e": "entailment", "n": "not_entailment", "c": "not_entailment"}}
     cfg = {
         "run_name": "tiny-aflite-text",
         "datasets": {
@@ -76,7 +95,16 @@ def _tiny_text_config(tmp):
                 "task": "classification",
                 "splits": {"dev": {"format": "hf_parquet", "path": str(data)}},
                 "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
-            }
+            },
+            "hans": {
+                "task": "classification",
+                "splits": {"validation": {"format": "glue_tsv", "path": str(hans), "group_column": "heuristic",
+                                          "label_names": ["entailment", "non-entailment"]}},
+            },
+            "anli": {
+                "task": "classification",
+                "splits": {split: dict(anli_source, path=str(path)) for split, path in anli.items()},
+            },
         },
         "aflite": {
             "synthetic": None,
@@ -89,6 +117,15 @@ def _tiny_text_config(tmp):
                                    "warmup": {"fraction": 0.1, "training": training}},
                 "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "paper_name": "RoBERTa",
                                       "train_sets": ["full", "aflite"], "training": training}},
+                "ood": {
+                    "hans": {"dataset": "hans", "splits": {"validation": None}, "models_from": "qnli",
+                             "prediction_map": {"not_entailment": "non-entailment"}, "only_labels": ["non-entailment"],
+                             "groups": {"lexical_overlap": "Lex.", "subsequence": "Subseq.", "constituent": "Constit."},
+                             "paper_name": "HANS"},
+                    "anli_r1": {"dataset": "anli", "splits": {"test": "Rd1"}, "models_from": "qnli",
+                                "paper_name": "Adversarial-NLI",
+                                "finetune": {"split": "train", "training": {"max_steps": 2}}},
+                },
             },
         },
     }
@@ -157,6 +194,41 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
     assert not (res / "_checkpoints/aflite/qnli/filter").exists() or not any(
         (res / "_checkpoints/aflite/qnli/filter").iterdir()
     )
+
+
+def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
+    res = tiny_text_run / "results"
+    hans = classification.read_parquet(res / "data/hans/validation.parquet")
+    assert hans["groups"].tolist()[:2] == ["lexical_overlap", "subsequence"]
+    for train_set in ("full", "aflite"):
+        model = res / f"aflite/text/qnli/models/minilm/{train_set}/full/seed0/model"
+        base = res / f"aflite/ood/hans/predictions/minilm/{train_set}/seed0/validation"
+        table = pd.read_parquet(f"{base}.parquet")
+        metrics = json.loads(Path(f"{base}.metrics.json").read_text())
+        assert metrics["model_dir"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")  # zero-shot
+        # the package's own predictions of the same model, mapped by hand
+        direct = classifier.predict_classifier(model, hans, max_length=48, device="cpu", check_labels=False)
+        names = direct.attrs["label_names"]
+        assert names == ["entailment", "not_entailment"]
+        by_hand = ["non-entailment" if names[i] == "not_entailment" else names[i] for i in direct["prediction"]]
+        assert table["mapped"].tolist() == by_hand
+        gold = table["gold"].to_numpy()
+        scored = gold == "non-entailment"
+        assert metrics["counts"]["all"] == {"correct": int(table["correct"][scored].sum()), "n": int(scored.sum())}
+        lex = scored & (hans["groups"] == "lexical_overlap").to_numpy()
+        assert metrics["counts"]["Lex."] == {"correct": int(table["correct"][lex].sum()), "n": 2}
+        # ANLI: fine-tuned first (Table 2), from this very model, then scored on the round's test split
+        tuned = json.loads((res / f"aflite/ood/anli_r1/finetuned/minilm/{train_set}/seed0/training.json").read_text())
+        assert tuned["steps"] == 2 and tuned["initial_model"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")
+        anli = json.loads((res / f"aflite/ood/anli_r1/predictions/minilm/{train_set}/seed0/test.metrics.json").read_text())
+        assert anli["model_dir"].endswith(f"anli_r1/finetuned/minilm/{train_set}/seed0/model")
+        assert anli["counts"]["Rd1"]["n"] == anli["counts"]["all"]["n"] == 9
+    table = pd.read_csv(res / "report/aflite/ood.csv")
+    lex = table[(table["set"] == "HANS") & (table["group"] == "Lex.")]
+    assert lex["train_set"].tolist() == ["D", "D(AFLite)"] and lex["n"].tolist() == [2, 2]
+    assert table[table["group"] == "Rd1"]["n"].tolist() == [9, 9]
+    # the paper's values are RoBERTa trained on SNLI; these models (labelled RoBERTa) are trained on QNLI
+    assert table["accuracy (paper)"].isna().all()
 
 
 def metrics_of(res, train_set, inputs):

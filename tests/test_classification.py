@@ -39,6 +39,30 @@ def test_sst2_tsv_is_single_sentence_with_numeric_labels():
     assert df.loc[0, "label"] == 1
 
 
+def test_a_stray_label_warns_when_inferred_and_fails_when_declared(tmp_path, caplog):
+    # issue 14: the real SST-2 dev file with one label changed to 2 would become a three-class dataset silently
+    lines = SST2_DEV.read_text().splitlines()
+    sentence, _ = lines[5].rsplit("\t", 1)
+    lines[5] = f"{sentence}\t2"  # data row 4 (0-based), after the header
+    stray = tmp_path / "dev.tsv"
+    stray.write_text("\n".join(lines) + "\n")
+    with caplog.at_level("WARNING", logger="spurious.classification"):
+        inferred = classification.load_glue_tsv(stray)
+    assert inferred.attrs["label_names"] == ["0", "1", "2"] and inferred.attrs["rare_labels"] == ["2"]
+    (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
+    assert str(stray) in warning and "label '2' appears in only 1 of 872 labeled rows (row 4 (id 4))" in warning
+    assert "label_names" in warning
+    # the clean file gives no warning: both labels are common
+    caplog.clear()
+    with caplog.at_level("WARNING", logger="spurious.classification"):
+        assert classification.load_glue_tsv(SST2_DEV).attrs["rare_labels"] == []
+    assert not caplog.records
+    # declared labels: the stray value is an invalid record, named with its id and value
+    declared = classification.load_glue_tsv(stray, label_names=["0", "1"])
+    with pytest.raises(DataValidationError, match=r"dev.tsv: 1 of 872 labeled records are invalid; first: 4 \(label 2 outside \[0, 2\)\)"):
+        classification.validate_records(declared, source=str(stray))
+
+
 def test_string_labels_need_label_names_and_unlabeled_rows_are_dropped_and_counted(tmp_path):
     path = tmp_path / "snli_like.tsv.gz"
     with gzip.open(path, "wt") as fh:

@@ -152,7 +152,8 @@ def run_one(
 
 
 def table7(runs: Sequence[dict[str, Any]]):
-    """Table 7 layout: per separation and model, mean ± std over seeds before and after, the paper's beside."""
+    """Table 7 layout: per separation and model, mean and sample std over seeds before and after, how many points,
+    biased points and flipped points AFLite kept (means), the paper's means and stds beside."""
     import pandas as pd
 
     rows = []
@@ -173,8 +174,12 @@ def table7(runs: Sequence[dict[str, Any]]):
                     "D(AFLite) std": after.std(ddof=1) if len(group) > 1 else float("nan"),
                     "kept (mean)": float(np.mean([r["n_kept"] for r in group])),
                     "biased kept (mean)": float(np.mean([r["biased_kept"] for r in group])),
+                    "flipped kept (mean)": float(np.mean([r["flipped_kept"] for r in group])),
+                    "flipped (of)": float(np.mean([r["flipped_total"] for r in group])),
                     "D (paper)": paper[0] if paper else None,
+                    "D std (paper)": paper[1] if paper else None,
                     "D(AFLite) (paper)": paper[2] if paper else None,
+                    "D(AFLite) std (paper)": paper[3] if paper else None,
                 }
             )
     return pd.DataFrame(rows)

@@ -5,9 +5,15 @@ single-sentence tasks such as SST-2; ``label`` an integer index into the dataset
 names in ``frame.attrs["label_names"]``. The normalised parquet stores the label names in its metadata.
 
 Sources: GLUE TSV files (SST-2, QNLI, MNLI, ...), Hugging Face parquet exports (the QNLI copy in the offline mirror;
-label names from the file's ``huggingface`` metadata), and the hub (``snli``, ``glue/mnli``, ``glue/qnli``,
+label names from the file's ``huggingface`` metadata), JSON-lines files (MultiNLI's and Adversarial NLI's release
+layout), and the hub (``snli``, ``glue/mnli``, ``glue/qnli``,
 ``glue/qqp``, ``glue/sst2``) for users with network. Unlabeled rows (label -1, as SNLI ships 785 of them in train, or
 ``-`` gold labels in its TSV) are dropped and counted, as everyone does; other bad records follow ``on_invalid``.
+
+Evaluation sets with a breakdown (HANS's heuristics, the NLI Diagnostics' categories) keep it in an optional
+``groups`` column: ``group_column`` names a column whose value is the record's group, ``group_columns`` names
+membership columns (a record belongs to every group whose column is non-empty); a record's groups are joined by
+:data:`GROUP_SEPARATOR`. ``label_aliases`` renames raw labels before they are indexed (Adversarial NLI's ``e/n/c``).
 """
 
 from __future__ import annotations
@@ -46,6 +52,7 @@ KNOWN_TEXT_COLUMNS: tuple[tuple[str, str | None], ...] = (
 KNOWN_LABEL_COLUMNS = ("label", "gold_label")
 KNOWN_ID_COLUMNS = ("idx", "id", "pairID", "index")
 UNLABELED = -1
+GROUP_SEPARATOR = "|"
 
 
 def _pick_columns(
@@ -114,10 +121,22 @@ def normalize(
     label_column: str | None = None,
     label_names: Sequence[str] | None = None,
     id_column: str | None = None,
+    label_aliases: Mapping[str, str] | None = None,
+    group_column: str | None = None,
+    group_columns: Sequence[str] | None = None,
 ) -> pd.DataFrame:
-    """Any tabular classification data -> a classification frame (ids as strings; row numbers when there is none)."""
+    """Any tabular classification data -> a classification frame (ids as strings; row numbers when there is none).
+
+    ``label_aliases``: raw label -> label name, applied first. ``group_column`` / ``group_columns``: the optional
+    ``groups`` column (module docstring)."""
     text_a, text_b, label = _pick_columns(list(df.columns), text_columns, label_column, source)
-    labels, names = _label_indices(df[label], label_names, source)
+    raw_labels = df[label]
+    if label_aliases:
+        aliases = {str(k): str(v) for k, v in label_aliases.items()}
+        raw_labels = raw_labels.map(lambda v: aliases.get(str(v).strip(), v) if v is not None and v == v else v)
+    labels, names = _label_indices(raw_labels, label_names, source)
+    groups = _groups(df, group_column, group_columns, source)
+    rare = {} if label_names is not None else _rare_labels(labels, names)
     id_col = id_column or next((c for c in KNOWN_ID_COLUMNS if c in df.columns), None)
     ids = df[id_col].astype(str).tolist() if id_col else [str(i) for i in range(len(df))]
     frame = pd.DataFrame(
@@ -128,8 +147,56 @@ def normalize(
             "label": labels,
         }
     )
-    frame.attrs.update(label_names=names, source=source, is_pair=text_b is not None)
+    if groups is not None:
+        frame["groups"] = groups
+    for name, rows in rare.items():
+        # an inferred label set: a stray value (a binary TSV with one "2") would silently add a class
+        log.warning(
+            "%s: label %r appears in only %d of %d labeled rows (%s); if it is a mistake, fix those rows or declare "
+            "label_names in the dataset's source config (then any other label is an error)",
+            source, name, len(rows), int((labels != UNLABELED).sum()), ", ".join(f"row {i} (id {ids[i]})" for i in rows[:5]),
+        )
+    frame.attrs.update(label_names=names, source=source, is_pair=text_b is not None, rare_labels=sorted(rare))
     return frame
+
+
+RARE_LABEL_SHARE = 0.01
+
+
+def _rare_labels(labels: np.ndarray, names: Sequence[str]) -> dict[str, list[int]]:
+    """Inferred labels seen in fewer than :data:`RARE_LABEL_SHARE` of the labeled rows -> their row numbers."""
+    labeled = labels[labels != UNLABELED]
+    rare = {}
+    for index, name in enumerate(names):
+        rows = np.flatnonzero(labels == index)
+        if len(labeled) and 0 < len(rows) < RARE_LABEL_SHARE * len(labeled):
+            rare[str(name)] = rows.tolist()
+    return rare
+
+
+def _groups(
+    df: pd.DataFrame, group_column: str | None, group_columns: Sequence[str] | None, source: str
+) -> list[str | None] | None:
+    """The ``groups`` column: one column's value, or the names of the non-empty membership columns."""
+    if group_column and group_columns:
+        raise DataValidationError(f"{source}: set group_column or group_columns, not both")
+    wanted = [group_column] if group_column else list(group_columns or [])
+    missing = [c for c in wanted if c not in df.columns]
+    if missing:
+        raise DataValidationError(
+            f"{source}: group column(s) {missing} not found (has {list(df.columns)}); fix group_column / "
+            "group_columns in the dataset's source config"
+        )
+    if not wanted:
+        return None
+
+    def filled(value: Any) -> bool:
+        return value is not None and value == value and str(value).strip() != ""
+
+    if group_column:
+        return [str(v).strip() if filled(v) else None for v in df[group_column]]
+    rows = zip(*(df[c] for c in wanted), strict=True)
+    return [GROUP_SEPARATOR.join(c for c, v in zip(wanted, row, strict=True) if filled(v)) or None for row in rows]
 
 
 def load_glue_tsv(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
@@ -147,6 +214,16 @@ def hf_label_names(schema_metadata: Mapping[bytes, bytes] | None, label_column: 
     feature = features.get(label_column) or {}
     names = feature.get("names")
     return list(names) if names else None
+
+
+def load_jsonl(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
+    """A JSON-lines file (plain or .gz), one record per line: MultiNLI's and Adversarial NLI's release layout."""
+    path = Path(path)
+    try:
+        df = pd.read_json(path, lines=True, dtype=False)
+    except ValueError as err:
+        raise DataValidationError(f"{path}: not a JSON-lines file ({err}); one JSON object per line is expected") from err
+    return normalize(df, source=str(path), **columns)
 
 
 def load_hf_parquet(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
@@ -172,20 +249,27 @@ def load_hub(name: str, config_name: str | None, split: str, **columns: Any) -> 
     return normalize(ds.to_pandas(), source=f"hub:{name}/{config_name or ''}:{split}", **columns)
 
 
+FILE_LOADERS = {"glue_tsv": load_glue_tsv, "hf_parquet": load_hf_parquet, "jsonl": load_jsonl}
+SOURCE_COLUMN_KEYS = (
+    "text_columns", "label_column", "label_names", "id_column", "label_aliases", "group_column", "group_columns",
+)
+
+
 def load_source(source: Mapping[str, Any], *, mirror: str | os.PathLike | None = None) -> pd.DataFrame:
     """Load one classification source as declared in the config (mirror file > local path > hub).
 
-    ``format``: ``glue_tsv``, ``hf_parquet`` or ``hub``; optional ``text_columns``, ``label_column``,
-    ``label_names``, ``id_column`` override the recognised layouts."""
-    columns = {k: source.get(k) for k in ("text_columns", "label_column", "label_names", "id_column")}
+    ``format``: ``glue_tsv``, ``hf_parquet``, ``jsonl`` or ``hub``; optional ``text_columns``, ``label_column``,
+    ``label_names``, ``id_column`` override the recognised layouts; ``label_aliases``, ``group_column`` and
+    ``group_columns`` as in :func:`normalize`."""
+    columns = {k: source.get(k) for k in SOURCE_COLUMN_KEYS}
     fmt = source["format"]
     path: Path | None = resolve_mirror_path(source["mirror_path"], mirror) if source.get("mirror_path") else None
     if path is None and source.get("path"):
         path = Path(source["path"])
         if not path.exists():
             raise FileNotFoundError(f"dataset file {path} does not exist")
-    if path is not None and fmt in ("glue_tsv", "hf_parquet"):
-        return load_glue_tsv(path, **columns) if fmt == "glue_tsv" else load_hf_parquet(path, **columns)
+    if path is not None and fmt in FILE_LOADERS:
+        return FILE_LOADERS[fmt](path, **columns)
     hub = source.get("hub")
     if hub:
         return load_hub(hub["name"], hub.get("config"), hub["split"], **columns)
@@ -222,6 +306,8 @@ def validate_records(
     """Drop (and count) unlabeled rows, then apply ``on_invalid`` (``error`` or ``drop``) to the rest."""
     if on_invalid not in ("error", "drop"):
         raise ValueError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
+    if df.empty:
+        raise DataValidationError(f"{source}: holds no records; check that the file is the right split")
     attrs = dict(df.attrs)
     unlabeled = df["label"].to_numpy() == UNLABELED
     if unlabeled.any():
@@ -274,15 +360,17 @@ def split_random(df: pd.DataFrame, *, validation_fraction: float, seed: int) -> 
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
     """Write a classification frame; the label names always go into the metadata (``spurious`` key)."""
     meta = {"task": "classification", "label_names": list(df.attrs["label_names"]), **dict(metadata or {})}
-    table = pa.table(
-        {
-            "id": pa.array(df["id"].astype(str).tolist(), pa.string()),
-            "text_a": pa.array(df["text_a"].tolist(), pa.string()),
-            "text_b": pa.array([None if b is None or b != b else str(b) for b in df["text_b"]], pa.string()),
-            "label": pa.array(df["label"].astype("int64").tolist(), pa.int64()),
-        },
-        schema=CLASSIFICATION_SCHEMA,
-    ).replace_schema_metadata({b"spurious": json.dumps(meta).encode()})
+    columns = {
+        "id": pa.array(df["id"].astype(str).tolist(), pa.string()),
+        "text_a": pa.array(df["text_a"].tolist(), pa.string()),
+        "text_b": pa.array([None if b is None or b != b else str(b) for b in df["text_b"]], pa.string()),
+        "label": pa.array(df["label"].astype("int64").tolist(), pa.int64()),
+    }
+    schema = CLASSIFICATION_SCHEMA
+    if "groups" in df.columns:  # an evaluation set's breakdown (module docstring)
+        columns["groups"] = pa.array([None if g is None or g != g else str(g) for g in df["groups"]], pa.string())
+        schema = schema.append(pa.field("groups", pa.string()))
+    table = pa.table(columns, schema=schema).replace_schema_metadata({b"spurious": json.dumps(meta).encode()})
     with atomic_path(path) as tmp:
         pq.write_table(table, tmp)
 
