@@ -21,6 +21,7 @@ rule bias:
         iterations=config["bias"]["iterations"],
         with_replacement=config["bias"]["with_replacement"],
         seed=config["bias"]["seed"],
+        allow_too_few_rows=config["bias"]["allow_too_few_rows"],
         run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/bias.py"

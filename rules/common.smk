@@ -4,7 +4,7 @@ import hashlib
 import os
 import json
 
-from spurious.config import method_training
+from spurious.config import RuleSettings, method_training, result_settings
 
 HEURISTICS = config["heuristics"]["names"]
 HUMAN_ANNOTATORS = [0, 1, 2]
@@ -256,9 +256,49 @@ def training_settings(wildcards):
 
 
 def settings_key(settings):
-    return hashlib.sha256(json.dumps(settings, sort_keys=True).encode()).hexdigest()[
-        :12
-    ]
+    """The checkpoint folder's key: a hash of the result-changing settings only, so that a run whose device or
+    checkpoint interval changed still resumes from its checkpoints."""
+    payload = json.dumps(result_settings(settings), sort_keys=True)
+    return hashlib.sha256(payload.encode()).hexdigest()[:12]
+
+
+# Settings params: `settings` is a RuleSettings (the script reads every key; Snakemake's params rerun trigger skips
+# it), `result_settings` the result-changing part as a plain dict (compared by the trigger). Changing an execution
+# setting (spurious.config.RUNTIME_SETTINGS: device, bf16, threads, checkpoint_every, eval_batch_size) reruns no job.
+
+
+def rule_settings(settings_of):
+    return lambda w: RuleSettings(settings_of(w))
+
+
+def rule_result_settings(settings_of):
+    return lambda w: result_settings(settings_of(w))
+
+
+def prediction_settings(settings, keys):
+    """The subset of a model's training settings that its predictions read."""
+    return {k: settings[k] for k in keys}
+
+
+QA_PREDICTION_KEYS = (
+    "max_length",
+    "stride",
+    "eval_batch_size",
+    "device",
+    "bf16",
+    "n_best",
+    "max_answer_length",
+)
+QA_LOGIT_KEYS = ("max_length", "stride", "eval_batch_size", "device", "bf16")
+CLASSIFIER_PREDICTION_KEYS = ("eval_batch_size", "max_length", "device", "bf16")
+
+
+def qa_prediction_settings(wildcards):
+    return prediction_settings(run_settings(wildcards.run), QA_PREDICTION_KEYS)
+
+
+def qa_logit_settings(wildcards):
+    return prediction_settings(run_settings(wildcards.run), QA_LOGIT_KEYS)
 
 
 DEBIAS_REPORT = [
@@ -386,6 +426,11 @@ def debiased_inputs(wildcards):
     return files
 
 
+def method_settings(wildcards, stage):
+    """A debiasing stage's training settings with the run's seed."""
+    return dict(method_training(config, stage), seed=int(wildcards.seed))
+
+
 def debias_checkpoint_dir(wildcards, method):
     """Resumable checkpoints outside the declared outputs, keyed by the run and its settings (a searched scale adds
     its own level, in the adapter)."""
@@ -468,6 +513,15 @@ def lexical_training_settings(wildcards):
     return dict(model[key], seed=int(wildcards.seed))
 
 
+def lexical_prediction_settings(wildcards):
+    """What a lexical classifier's predictions read (nothing for the BiLSTM, whose settings travel with it)."""
+    if LEXICAL["models"][wildcards.model]["init"] == "bilstm":
+        return {}
+    return prediction_settings(
+        lexical_training_settings(wildcards), CLASSIFIER_PREDICTION_KEYS
+    )
+
+
 def lexical_train_inputs(wildcards):
     files = {"train": lexical_split(wildcards.dataset, "train")}
     if wildcards.weighting == "q":
@@ -544,6 +598,8 @@ def aflite_report_files():
             "results/report/aflite/{name}",
             name=AFLITE_TEXT_REPORT,
         )
+        if AFLITE_TEXT["ood"]:
+            files += ["results/report/aflite/ood.csv", "results/report/aflite/ood.md"]
     return files
 
 
@@ -579,6 +635,10 @@ def aflite_pool(dataset):
     return aflite_train_split(dataset)
 
 
+def aflite_embedding_settings(wildcards):
+    return {k: v for k, v in aflite_representation().items() if k != "warmup"}
+
+
 def aflite_warmup_settings(wildcards):
     warmup = aflite_representation()["warmup"]
     return dict(warmup["training"], seed=warmup["seed"])
@@ -597,6 +657,12 @@ def aflite_embed_inputs(wildcards):
 def aflite_training_settings(wildcards):
     return dict(
         AFLITE_TEXT["models"][wildcards.model]["training"], seed=int(wildcards.seed)
+    )
+
+
+def aflite_prediction_settings(wildcards):
+    return prediction_settings(
+        aflite_training_settings(wildcards), CLASSIFIER_PREDICTION_KEYS
     )
 
 
@@ -626,6 +692,40 @@ def aflite_text_report_inputs(wildcards):
         files[f"filter__{dataset}"] = (
             f"results/aflite/text/{dataset}/filter/summary.json"
         )
+    return files
+
+
+# AFLite's out-of-distribution sets (rules/aflite.smk): results/aflite/ood/<set>/...
+
+
+def aflite_ood(name):
+    return AFLITE_TEXT["ood"][name]
+
+
+def aflite_ood_model(wildcards):
+    """The model an OOD set scores: fine-tuned on the set's training split, or the AFLite text model itself."""
+    spec = aflite_ood(wildcards.ood)
+    if spec["finetune"]:
+        return f"results/aflite/ood/{wildcards.ood}/finetuned/{wildcards.model}/{wildcards.train_set}/seed{wildcards.seed}/model"
+    return f"results/aflite/text/{spec['models_from']}/models/{wildcards.model}/{wildcards.train_set}/full/seed{wildcards.seed}/model"
+
+
+def aflite_ood_finetune_settings(wildcards):
+    spec = aflite_ood(wildcards.ood)["finetune"]
+    return dict(aflite_training_settings(wildcards), **spec["training"])
+
+
+def aflite_ood_metrics_files():
+    """Every (OOD set, model, train set, seed, split) metrics file."""
+    files = []
+    for name, spec in AFLITE_TEXT["ood"].items():
+        for model, m in AFLITE_TEXT["models"].items():
+            for train_set in m["train_sets"]:
+                for seed in m["seeds"]:
+                    for split in spec["splits"]:
+                        files.append(
+                            f"results/aflite/ood/{name}/predictions/{model}/{train_set}/seed{seed}/{split}.metrics.json"
+                        )
     return files
 
 
@@ -695,6 +795,12 @@ def spurious_training_settings(wildcards):
     if wildcards.sb_method == "bitfit":
         settings["learning_rate"] = model["bitfit_learning_rate"]
     return settings
+
+
+def spurious_prediction_settings(wildcards):
+    return prediction_settings(
+        spurious_training_settings(wildcards), CLASSIFIER_PREDICTION_KEYS
+    )
 
 
 def spurious_prompt(wildcards):

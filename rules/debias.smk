@@ -41,7 +41,8 @@ rule train_bias_model:
             DEBIAS["bias_model"]["selection_max_examples"] if DEBIAS else None
         ),
         max_unbiased_f1=DEBIAS["bias_model"]["max_unbiased_f1"] if DEBIAS else None,
-        settings=lambda w: dict(method_training(config, "bias_model"), seed=int(w.seed)),
+        settings=rule_settings(lambda w: method_settings(w, "bias_model")),
+        result_settings=rule_result_settings(lambda w: method_settings(w, "bias_model")),
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, "biasmodel"),
     script:
         "../workflow_scripts/train_bias_model.py"
@@ -71,10 +72,8 @@ rule feature_logits:
         runtime=60,
     params:
         tokenizer_from=lambda w: model_config(w)["checkpoint"],
-        settings=lambda w: {
-            k: run_settings(w.run)[k]
-            for k in ("max_length", "stride", "eval_batch_size", "device", "bf16")
-        },
+        settings=rule_settings(qa_logit_settings),
+        result_settings=rule_result_settings(qa_logit_settings),
     script:
         "../workflow_scripts/feature_logits.py"
 
@@ -100,7 +99,8 @@ rule train_plain:
     params:
         method=CONTROL,
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
-        settings=lambda w: dict(method_training(config, CONTROL), seed=int(w.seed)),
+        settings=rule_settings(lambda w: method_settings(w, CONTROL)),
+        result_settings=rule_result_settings(lambda w: method_settings(w, CONTROL)),
         method_config={},
         mask_non_context=None,
         scale=None,
@@ -130,7 +130,8 @@ rule train_debiased:
     params:
         method=lambda w: w.method,
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
-        settings=lambda w: dict(method_training(config, w.method), seed=int(w.seed)),
+        settings=rule_settings(lambda w: method_settings(w, w.method)),
+        result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
         method_config=lambda w: {
             k: v for k, v in DEBIAS[w.method].items() if k != "training"
         },
@@ -170,7 +171,8 @@ rule scale_search_train:
     params:
         method=lambda w: w.method,
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
-        settings=lambda w: dict(method_training(config, w.method), seed=int(w.seed)),
+        settings=rule_settings(lambda w: method_settings(w, w.method)),
+        result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
         method_config=lambda w: {
             k: v for k, v in DEBIAS[w.method].items() if k != "training"
         },
@@ -207,18 +209,16 @@ rule scale_search_score:
         mem_mb=8000,
         runtime=60,
     params:
-        settings=lambda w: {
-            k: method_training(config, w.method)[k]
-            for k in (
-                "max_length",
-                "stride",
-                "eval_batch_size",
-                "device",
-                "bf16",
-                "n_best",
-                "max_answer_length",
+        settings=rule_settings(
+            lambda w: prediction_settings(
+                method_training(config, w.method), QA_PREDICTION_KEYS
             )
-        },
+        ),
+        result_settings=rule_result_settings(
+            lambda w: prediction_settings(
+                method_training(config, w.method), QA_PREDICTION_KEYS
+            )
+        ),
         max_examples=lambda w: DEBIAS["scale_search"]["max_examples"],
     script:
         "../workflow_scripts/scale_search_score.py"
@@ -265,6 +265,7 @@ rule bias_fixed_threshold:
         iterations=config["bias"]["iterations"],
         with_replacement=config["bias"]["with_replacement"],
         seed=config["bias"]["seed"],
+        allow_too_few_rows=config["bias"]["allow_too_few_rows"],
         run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/bias_fixed.py"

@@ -106,7 +106,8 @@ rule lexical_train:
     params:
         checkpoint=lambda w: LEXICAL["models"][w.model].get("checkpoint"),
         init=lambda w: LEXICAL["models"][w.model]["init"],
-        settings=lexical_training_settings,
+        settings=rule_settings(lexical_training_settings),
+        result_settings=rule_result_settings(lexical_training_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/lexical/{w.dataset}/{w.model}/{w.weighting}/seed{w.seed}/"
         + settings_key(lexical_training_settings(w)),
     script:
@@ -132,11 +133,8 @@ rule lexical_predict:
         mem_mb=8000,
         runtime=60,
     params:
-        settings=lambda w: {
-            k: lexical_training_settings(w)[k]
-            for k in ("eval_batch_size", "max_length", "device", "bf16")
-            if LEXICAL["models"][w.model]["init"] != "bilstm"
-        },
+        settings=rule_settings(lexical_prediction_settings),
+        result_settings=rule_result_settings(lexical_prediction_settings),
     script:
         "../workflow_scripts/lexical_predict.py"
 

@@ -23,18 +23,8 @@ rule predict:
         mem_mb=8000,
         runtime=60,
     params:
-        settings=lambda w: {
-            k: run_settings(w.run)[k]
-            for k in (
-                "max_length",
-                "stride",
-                "eval_batch_size",
-                "device",
-                "bf16",
-                "n_best",
-                "max_answer_length",
-            )
-        },
+        settings=rule_settings(qa_prediction_settings),
+        result_settings=rule_result_settings(qa_prediction_settings),
         run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/predict.py"

@@ -86,7 +86,8 @@ rule spurious_train:
         init=lambda w: SPURIOUSBENCH["models"][w.model]["init"],
         target_label=lambda w: spurious_target_label(w.dataset),
         prompt=lambda w: spurious_prompt(w),
-        settings=spurious_training_settings,
+        settings=rule_settings(spurious_training_settings),
+        result_settings=rule_result_settings(spurious_training_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/spurious/{w.dataset}/{w.category}/{w.fvalue}/{w.model}/"
         + f"{w.sb_method}/seed{w.seed}/"
         + settings_key(spurious_training_settings(w)),
@@ -114,10 +115,8 @@ rule spurious_predict:
         mem_mb=8000,
         runtime=60,
     params:
-        settings=lambda w: {
-            k: spurious_training_settings(w)[k]
-            for k in ("eval_batch_size", "max_length", "device", "bf16")
-        },
+        settings=rule_settings(spurious_prediction_settings),
+        result_settings=rule_result_settings(spurious_prediction_settings),
         init=lambda w: SPURIOUSBENCH["models"][w.model]["init"],
         paper_name=lambda w: SPURIOUSBENCH["models"][w.model]["paper_name"],
     script:

@@ -22,7 +22,8 @@ rule train:
         runtime=120,
     params:
         checkpoint=lambda w: model_config(w)["checkpoint"],
-        settings=training_settings,
+        settings=rule_settings(training_settings),
+        result_settings=rule_result_settings(training_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/{w.model}/seed{w.seed}/{settings_key(training_settings(w))}",
     script:
         "../workflow_scripts/train.py"

@@ -127,7 +127,10 @@ def test_evaluate_missing_predictions(tmp_path: Path, small_squad: Path, capsys:
     assert "Traceback" not in err
     rc, out, err = run_cli(capsys, "evaluate", small_squad, preds, "--allow-missing")
     assert rc == 0
-    assert "Unanswered question 56be4db0acb8001400a502f0 will receive score 0." in err
+    # one summary line for the missing answers, one for the id that is not a question (issue 14)
+    assert "1 of 5 questions have no prediction and score 0 (first ids: 56be4db0acb8001400a502f0)" in err
+    assert f"1 of 5 predictions in {preds} have ids that are not in the data file and are ignored" in err
+    assert "not-a-question" in err and len(err.strip().splitlines()) == 2
     # the official script divides by all 5 questions: EM 100/5, F1 (100 + 3 × 200/3) / 5
     assert json.loads(out) == pytest.approx({"exact_match": 20.0, "f1": 60.0})
 
@@ -141,6 +144,10 @@ def test_evaluate_missing_predictions(tmp_path: Path, small_squad: Path, capsys:
         (["evaluate", "{data}", "{not_json}"], ["{not_json}", "not valid JSON"]),
         (["evaluate", "{bad_data}", "{preds}"], ["{bad_data}", "1 of 5 records are invalid", "--on-invalid drop"]),
         (["bias", "{data}", "{preds}", "--heuristics", "word-dist,bogus"], ["bogus", "ans-len", "--heuristics"]),
+        (
+            ["bias", "{data}", "{preds}", "--heuristics", "ans-len"],
+            ["{data}", "5 rows cannot give two segments of sample_size 800", "--sample-size", "--allow-too-few-rows"],
+        ),
         (["annotate", "{data}", "{tmp}/o.parquet", "--heuristics", "nope"], ["unknown heuristic", "nope"]),
         (
             ["annotate", "{data}", "{tmp}/o.parquet", "--heuristics", "word-dist", "--variant", "x"],
@@ -293,6 +300,34 @@ def human_files(tmp_path_factory: pytest.TempPathFactory, squad_payload: dict) -
     return data, preds, len(records)
 
 
+def test_predictions_for_another_split_are_an_error(
+    tmp_path: Path, small_squad: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    preds = tmp_path / "train_preds.json"
+    preds.write_text(json.dumps({f"train-{i}": "x" for i in range(7)}))
+    for extra in ([], ["--allow-missing"]):
+        rc, out, err = run_cli(capsys, "evaluate", small_squad, preds, *extra)
+        assert rc == 2 and out == ""
+        assert f"none of the 7 ids in predictions file {preds} is a question of the data file" in err
+        assert "another split" in err
+
+
+def test_bias_on_too_few_questions_reports_no_threshold_only_when_allowed(
+    tmp_path: Path, small_squad: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps(HAND_PREDICTIONS))
+    out_json = tmp_path / "bias.json"
+    rc, out, err = run_cli(
+        capsys, "bias", small_squad, preds, "--heuristics", "ans-len", "--allow-too-few-rows", "--json", out_json
+    )
+    assert rc == 0, err
+    assert "ans-len: no threshold (fewer than 2 x sample_size rows" in err
+    (result,) = json.loads(out_json.read_text())
+    assert result["found"] is False and result["reason"] == "too_few_rows" and result["n_evaluated"] == 5
+    assert "too_few_rows" in out  # the printed table's reason column
+
+
 def test_bias_end_to_end(
     tmp_path: Path, human_files: tuple[Path, Path, int], capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -403,3 +438,21 @@ def test_bias_end_to_end(
     assert table.loc[0, "ans-len"] == round(by_name["ans-len"]["prediction_bias"], 2)
     assert table.loc[0, "ans-len (paper)"] == 12.51
     assert "| annotator2 |" in out
+
+
+def test_classification_predictions_formats_and_wrong_format_errors(tmp_path: Path) -> None:
+    # the official QA-style JSON object is accepted for classifiers too
+    (tmp_path / "p.json").write_text(json.dumps({"a": "entailment", "b": 1}))
+    frame = cli.load_classification_predictions(tmp_path / "p.json")
+    assert frame["id"].tolist() == ["a", "b"] and frame["prediction"].tolist() == ["entailment", 1]
+    # a JSON list, or a CSV without the columns: the accepted formats are named, the file is not printed
+    (tmp_path / "list.json").write_text(json.dumps(["entailment"] * 3))
+    with pytest.raises(cli.CLIError, match=r"list.json could not be read \(a JSON list.*JSON object \{id: prediction\}"):
+        cli.load_classification_predictions(tmp_path / "list.json")
+    long_header = ",".join(f"column number {i} with a very long name indeed" for i in range(40))
+    (tmp_path / "wide.csv").write_text(long_header + "\n" + ",".join("x" * 40) + "\n")
+    with pytest.raises(cli.CLIError) as info:
+        cli.load_classification_predictions(tmp_path / "wide.csv")
+    message = str(info.value)
+    assert "no column(s) ['id', 'prediction'] (it has 40 columns:" in message and ", ...)" in message
+    assert "parquet, CSV, TSV or JSON lines" in message and len(message) < 500

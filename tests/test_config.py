@@ -28,7 +28,7 @@ def test_defaults_are_filled_in():
     out = validate_config(cfg)
     assert out["bias"] == {
         "sample_size": 800, "iterations": 100, "with_replacement": False, "seed": 0,
-        "split_sentinels": "exclude",
+        "split_sentinels": "exclude", "allow_too_few_rows": False,
     }
     # App. B.1 defaults.
     training = out["models"]["minilm"]["training"]
@@ -160,6 +160,37 @@ def test_aflite_text_config_errors_name_the_key(edit, message):
         validate_config(cfg)
 
 
+def _ood(**edits) -> dict:
+    cfg = _aflite()
+    cfg["aflite"]["text"]["ood"] = {"qnli_again": dict({"dataset": "qnli", "splits": {"dev": None}, "models_from": "qnli"}, **edits)}
+    return cfg
+
+
+def test_aflite_ood_defaults_and_the_paper_sets():
+    ood = validate_config(_ood())["aflite"]["text"]["ood"]["qnli_again"]
+    assert ood["prediction_map"] == {} and ood["only_labels"] is None and ood["finetune"] is None
+    paper = validate_config(yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text()))["aflite"]["text"]["ood"]
+    assert sorted(paper) == ["anli_r1", "anli_r2", "anli_r3", "hans", "nli_diagnostics", "stress"]
+    # the YAML merge keeps the round's own split and fine-tuning split
+    assert paper["anli_r3"]["splits"] == {"test_r3": "Rd3"} and paper["anli_r3"]["finetune"]["split"] == "train_r3"
+    assert sorted(set(paper["stress"]["splits"].values())) == ["Comp.", "Distr.", "Noise"]
+
+
+@pytest.mark.parametrize(
+    ("edits", "message"),
+    [
+        ({"models_from": "snli"}, "'aflite.text.ood.qnli_again.models_from': 'snli' is not in aflite.text.datasets"),
+        ({"dataset": "mnli"}, "'aflite.text.ood.qnli_again.dataset': unknown dataset 'mnli'"),
+        ({"splits": {"test": None}}, "'aflite.text.ood.qnli_again.splits': dataset 'qnli' has no split 'test'"),
+        ({"finetune": {"split": "dev"}}, "the fine-tuning split is also evaluated"),
+        ({"paper_name": "MNLI-mm"}, "'aflite.text.ood.qnli_again.paper_name': 'MNLI-mm' is not allowed"),
+    ],
+)
+def test_aflite_ood_config_errors_name_the_key(edits, message):
+    with pytest.raises(ConfigError, match=message):
+        validate_config(_ood(**edits))
+
+
 def _spurious() -> dict:
     return yaml.safe_load((REPO / "configs" / "demo-spurious.yaml").read_text())
 
@@ -265,3 +296,14 @@ def test_figure4_references_are_checked():
         validate_config(cfg)
     assert "figure4.models.1': unknown model 'nope'" in str(err.value)
     assert "figure4.reference.seed': model 'minilm' is not trained with that seed" in str(err.value)
+
+
+def test_a_config_without_datasets_names_every_dangling_reference():
+    # issue 14: the embedded config without its datasets failed with KeyError 'squad' in the Snakefile
+    cfg = _default()
+    del cfg["datasets"]
+    with pytest.raises(ConfigError) as info:
+        validate_config(cfg)
+    message = str(info.value)
+    for key in ("models.minilm.train.dataset", "evaluate.0.dataset", "human.dataset", "segments.0.dataset"):
+        assert f"config key '{key}': unknown dataset 'squad'; declared: []" in message, key

@@ -125,7 +125,7 @@ def test_demo_debias_dry_run_plans_the_debiasing_chain(tmp_path):
     assert counts["train_plain"] == 1  # the matched control
     # original + plain + ReSam/LMix/CReg for word-dist, each on SQuAD validation and NQ; the Human annotators
     assert counts["predict"] == 10 and counts["bias"] == 5 * 2 * 7 + 3 * 7
-    assert "scale_search_train" not in counts  # the demo uses fixed scales (README)
+    assert "scale_search_train" not in counts  # the demo uses fixed scales (docs/think-twice.md)
     # the training subset's and the validation split's segments, both at the validation threshold
     assert counts["segments"] == 2
     assert "results/segments/minilm/seed0/squad/train_small/word-dist/by_validation/biased.parquet" in out
@@ -173,6 +173,12 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     for model in ("bert_base_cased", "roberta_base", "roberta_large", "electra_base", "roberta_large_triviaqa"):
         assert f"results/models/{model}/seed0/training.json" in proc.stdout
     assert "results/bias_fixed/roberta_large_nq/seed0/squad/validation/word-dist.json" in proc.stdout
+    # issue 14: the 693 threshold searches (665 + 21 at fixed thresholds + 7 Human rows) run as one SLURM job per
+    # model run: 23 runs, the three annotators, the Human rows and Figure 4's three models
+    groups = re.findall(r"Group job (\S+) ", proc.stdout)
+    assert len(groups) == 30 and len(set(groups)) == 30
+    assert {"bias_roberta_large/seed0", "bias_bert_base_cased/lmix/word-dist/seed0", "bias_human"} <= set(groups)
+    assert "bias_fixed_roberta_large_nq/seed0" in groups
     # The embedded default's model is not merged in.
     assert "minilm" not in proc.stdout
     # GPU requests live only in the profile: without it no job asks for a GPU.
@@ -270,6 +276,28 @@ def test_changing_a_heuristic_parameter_reruns_heuristics_and_bias_but_not_train
     assert counts.get("heuristics") == 1 and counts.get("bias") == 28 and counts.get("report_tables") == 1
     assert counts.get("human_bias") == 7
     assert "train" not in counts and "predict" not in counts and "download" not in counts
+
+
+def _planned_with(work, cfg, name, edit) -> dict[str, int]:
+    changed = yaml.safe_load(cfg.read_text())
+    edit(changed["models"]["minilm"]["training"])
+    path = cfg.with_name(f"tiny_{name}.yaml")
+    path.write_text(yaml.safe_dump(changed, sort_keys=False))
+    counts = job_counts(snakemake(work, "-n", "--configfile", str(path)).stdout)
+    return {k: v for k, v in counts.items() if k not in ("segments", "all")}  # the tiny split step may be pending
+
+
+def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tiny_run):
+    # issue 14: changing checkpoint_every, eval_batch_size or device reran training, prediction and every bias job
+    work, cfg = tiny_run
+    for key, value in (("checkpoint_every", 3), ("eval_batch_size", 7), ("device", "auto"), ("bf16", False)):
+        assert _planned_with(work, cfg, key, lambda t, k=key, v=value: t.update({k: v})) == {}, key
+    # a result setting reruns the model and everything downstream of it, not the data or the heuristics
+    counts = _planned_with(work, cfg, "lr", lambda t: t.update(learning_rate=2e-4))
+    assert counts["train"] == 1 and counts["predict"] == 1 and counts["bias"] == 7 and counts["report_tables"] == 1
+    assert "download" not in counts and "heuristics" not in counts and "human_bias" not in counts
+    counts = _planned_with(work, cfg, "max_answer_length", lambda t: t.update(max_answer_length=12))
+    assert counts["train"] == 1 and counts["predict"] == 1  # read by training's validation and by prediction
 
 
 def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
@@ -419,3 +447,45 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
     for name in ("figure5", "cross_bias", "figure3", "loss_curves", "figure6"):
         for ext in ("png", "svg"):
             assert (res / f"report/debias/{name}.{ext}").stat().st_size > 0
+
+
+def _broken_files(tmp: Path) -> dict[str, tuple[Path, str]]:
+    """Files a user might point the workflow at by mistake, and the words the error must contain."""
+    packed = SQUAD_DEV.read_bytes()
+    truncated = tmp / "truncated.json.gz"
+    truncated.write_bytes(packed[: len(packed) // 2])  # a download cut off mid-stream
+    empty = tmp / "empty.json"
+    empty.write_text("")
+    record = {"id": "q1", "title": "t", "context": "Paris is in France.", "question": "Where is Paris?",
+              "answers": {"text": ["France"], "answer_start": [12]}}
+    no_question = tmp / "no_question.json"
+    no_question.write_text(json.dumps([record, {k: v for k, v in record.items() if k != "question"} | {"id": "q2"}]))
+    string_answers = tmp / "string_answers.json"
+    string_answers.write_text(json.dumps([dict(record, answers="France")]))
+    return {
+        "truncated": (truncated, "gzip stream is truncated or corrupt"),
+        "empty": (empty, "the file is empty"),
+        "no_question": (no_question, "record 1 (id q2): no field 'question'"),
+        "string_answers": (string_answers, "record 0 (id q1): answers is str 'France'"),
+    }
+
+
+def test_broken_data_files_fail_with_one_line_naming_the_file_and_record(tmp_path):
+    # issue 14: these ended in a bare EOFError / JSONDecodeError / KeyError / TypeError in the job's log
+    for name, (path, words) in _broken_files(tmp_path).items():
+        fmt = "squad_json" if name == "truncated" else "squad_flat_json"
+        dev = {"dataset": "squad", "split": "dev"}
+        cfg = {"run_name": name, "datasets": {"squad": {"task": "qa", "splits": {"dev": {"format": fmt, "path": str(path)}}}},
+               "models": {"m": {"checkpoint": "embedded:all-MiniLM-L6-v2", "train": dev, "validation": dev}},
+               "evaluate": [dev]}
+        config = tmp_path / f"{name}.yaml"
+        config.write_text(yaml.safe_dump(cfg))
+        work = tmp_path / name
+        # the target before --configfile: after it, Snakemake reads it as another config file
+        proc = snakemake(work, "--cores", "1", "results/data/squad/dev.parquet", "--configfile", str(config), check=False)
+        assert proc.returncode != 0, name
+        line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("spurious: error: "))
+        assert f"dataset squad, split dev: {path}" in line and words in line, (name, line)
+        log = (work / "results/logs/data/download_squad_dev.log").read_text()
+        assert words in log and "Traceback" not in log, (name, log[-2000:])
+        assert not (work / "results/data/squad/dev.parquet").exists()

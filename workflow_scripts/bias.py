@@ -22,6 +22,7 @@ result = bias.search_threshold(
     iterations=snakemake.params.iterations,
     seed=snakemake.params.seed,
     with_replacement=snakemake.params.with_replacement,
+    allow_too_few_rows=snakemake.params.allow_too_few_rows,
 )
 # "seed" in the result is the bootstrap's sampling seed; the model's training seed is "model_seed".
 run = snakemake.params.run
@@ -31,7 +32,7 @@ else:
     identity = {"model": run["model"], "model_seed": run["seed"], "method": run["method"], "addressed": run["addressed"]}
 result = {**identity, "run": w.run, "dataset": w.dataset, "split": w.split, **result}
 log.info(
-    "%s: found %s, threshold %s, prediction bias %.2f", w.heuristic, result["found"], result["threshold"],
-    result["prediction_bias"],
+    "%s: found %s, threshold %s, prediction bias %.2f%s", w.heuristic, result["found"], result["threshold"],
+    result["prediction_bias"], "" if result["found"] else f" (no threshold: {bias.NOT_FOUND_REASONS[result['reason']]})",
 )
 io.write_json(result, snakemake.output[0])

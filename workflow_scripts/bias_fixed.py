@@ -24,7 +24,8 @@ meta = {
 }
 if not reference["found"]:
     # No threshold on the reference split: nothing to apply; reported as 0, as the paper reports a missing one.
-    result = {**meta, "heuristic": w.heuristic, "found": False, "threshold": None, "prediction_bias": 0.0}
+    result = {**meta, "heuristic": w.heuristic, "found": False, "reason": "no_reference_threshold", "threshold": None,
+              "prediction_bias": 0.0}
     log.info("%s: no threshold on %s", w.heuristic, meta["threshold_from"])
 else:
     predictions = pd.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
@@ -39,6 +40,7 @@ else:
         iterations=snakemake.params.iterations,
         seed=snakemake.params.seed,
         with_replacement=snakemake.params.with_replacement,
+        allow_too_few_rows=snakemake.params.allow_too_few_rows,
     )
     result = {**meta, **result}
     log.info("%s at %s's threshold %s: bias %.2f", w.heuristic, meta["threshold_from"], result["threshold"], result["prediction_bias"])

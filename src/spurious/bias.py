@@ -20,7 +20,9 @@ is implemented:
 * (not a difference: the first accepted threshold must have a *positive* EM distance, as in the reference,
   reference-notes §A.3 step 6, and paper App. C "only one significant threshold");
 * no threshold gives ``found=False`` and prediction bias 0.0 (the reference returns ``-1``, which its downstream
-  scripts report as 0).
+  scripts report as 0), with the ``reason`` (:data:`NOT_FOUND_REASONS`); a search on fewer than twice
+  ``sample_size`` rows, which no threshold can ever satisfy, is an :class:`InsufficientRowsError` unless the caller
+  allows it (``allow_too_few_rows``; the reference silently returns ``-1``).
 """
 
 from __future__ import annotations
@@ -38,6 +40,17 @@ from spurious.metrics import score_predictions
 
 log = logging.getLogger(__name__)
 
+#: Why a search found no threshold (the result's ``reason``; ``None`` when one was found).
+NOT_FOUND_REASONS: dict[str, str] = {
+    "too_few_rows": "fewer than 2 x sample_size rows: no threshold can leave sample_size rows on both sides",
+    "no_valid_split": "every threshold of the grid leaves one segment with fewer than sample_size rows",
+    "no_significant_difference": "the segments' EM intervals overlap at every valid threshold",
+}
+
+
+class InsufficientRowsError(ValueError):
+    """A threshold search that cannot find a threshold whatever the predictions: too few rows for the sample size."""
+
 __all__ = [
     "DROP_NEGATIVE_HEURISTICS",
     "QUANTILES",
@@ -51,6 +64,8 @@ __all__ = [
     "measure_at_threshold",
     "search_threshold",
     "search_thresholds",
+    "InsufficientRowsError",
+    "NOT_FOUND_REASONS",
     "split_by_threshold",
     "annotator_predictions",
     "human_scores",
@@ -234,8 +249,14 @@ def search_threshold(
     drop_negative: bool | None = None,
     accept_zero_distance: bool = False,
     thresholds: ArrayLike | None = None,
+    allow_too_few_rows: bool = False,
 ) -> dict[str, Any]:
     """Search the threshold that maximises the prediction bias of one heuristic (Alg. 1 + App. C).
+
+    Data of fewer than ``2 * sample_size`` rows can never give a threshold: that raises
+    :class:`InsufficientRowsError` naming the sizes, unless ``allow_too_few_rows``. Enough rows of which too few
+    have a value (sentinels dropped), or an allowed small input, give ``found`` False with ``reason``
+    ``too_few_rows`` and a logged warning.
 
     ``thresholds`` replaces the grid of candidates (default :func:`threshold_grid` of the values); see
     :func:`measure_at_threshold` for a single fixed one (it passes ``accept_zero_distance=True``, see
@@ -247,7 +268,7 @@ def search_threshold(
     segment's samples are drawn first, then the high segment's, from :func:`threshold_rng` ``(seed, heuristic,
     index)``; sample indices refer to the segment's rows in input order (``values[values <= t]``).
 
-    Returns a JSON-serialisable dict: ``heuristic, found, threshold, prediction_bias, distance_em, distance_f1,
+    Returns a JSON-serialisable dict: ``heuristic, found, reason, threshold, prediction_bias, distance_em, distance_f1,
     biased_group, worse_group, sample_size, iterations, with_replacement, seed, n_evaluated, n_dropped_negative,
     groups, grid``; ``n_evaluated`` counts the rows searched, after the ``n_dropped_negative`` sentinel rows were
     removed. ``prediction_bias`` is ``distance_em`` at the chosen threshold, 0.0 when none was found (then
@@ -277,6 +298,20 @@ def search_threshold(
         if n_dropped:
             v, em_arr, f1_arr = v[keep], em_arr[keep], f1_arr[keep]
     n = len(v)
+    if n + n_dropped < 2 * sample_size and not allow_too_few_rows:
+        # the data itself is too small for the sample size: a setting to fix, not a result
+        raise InsufficientRowsError(
+            f"{heuristic}: {n + n_dropped} rows cannot give two segments of sample_size {sample_size} each (needs at "
+            f"least {2 * sample_size}); lower the sample size (bias.sample_size in the config, --sample-size on the "
+            "command line) or accept a result without a threshold (bias.allow_too_few_rows, --allow-too-few-rows)"
+        )
+    if n < 2 * sample_size:
+        # allowed, or too few rows *with a value* (word-dist's and subj-pos's sentinels dropped): a property of the
+        # heuristic on this data, reported with its reason
+        log.warning(
+            "%s: %d rows to search%s, fewer than 2 x sample_size %d: no threshold possible (reason too_few_rows)",
+            heuristic, n, f" after dropping {n_dropped} rows without a value" if n_dropped else "", sample_size,
+        )
     grid = threshold_grid(v) if thresholds is None else np.sort(_as_1d_float(thresholds, "thresholds"))
     sorted_v = np.sort(v)
     # |L| for every threshold at once; ``side="right"`` counts values <= t, the split's comparison.
@@ -310,7 +345,14 @@ def search_threshold(
 
     best = select_best_threshold(entries, sample_size, accept_zero_distance=accept_zero_distance)
     groups: dict[str, dict[str, Any]]
+    reason = None
     if best is None:
+        if n < 2 * sample_size:
+            reason = "too_few_rows"
+        elif not any(e["valid"] for e in entries):
+            reason = "no_valid_split"
+        else:
+            reason = "no_significant_difference"
         groups = {g: {"size": None, **dict.fromkeys(_STAT_KEYS)} for g in GROUPS}
         threshold = distance_em = distance_f1 = biased = worse = None
         prediction_bias = 0.0
@@ -330,6 +372,7 @@ def search_threshold(
     return {
         "heuristic": heuristic,
         "found": best is not None,
+        "reason": reason,
         "threshold": threshold,
         "prediction_bias": prediction_bias,
         "distance_em": distance_em,
@@ -359,6 +402,7 @@ def measure_at_threshold(
     seed: int = 0,
     with_replacement: bool = False,
     drop_negative: bool | None = None,
+    allow_too_few_rows: bool = False,
 ) -> dict[str, Any]:
     """Prediction bias at a given threshold, e.g. one found on another dataset (paper §5.2, Fig. 4: the
     SQuAD-optimal thresholds applied to OOD data). Same result layout as :func:`search_threshold`; ``found`` is
@@ -376,6 +420,7 @@ def measure_at_threshold(
         drop_negative=drop_negative,
         accept_zero_distance=True,
         thresholds=[float(threshold)],
+        allow_too_few_rows=allow_too_few_rows,
     )
 
 

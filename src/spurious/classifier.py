@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.config import RUNTIME_SETTINGS
 from spurious.logits import ids_sha256
 from spurious.models import load_config, load_tokenizer, quiet_transformers, resolve_model
 from spurious.prompt import (
@@ -88,7 +89,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
 }
-_RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+_RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
 EVAL_EVERY_EPOCH = "epoch"
 INIT_MODES = ("pretrained", "scratch")
@@ -622,9 +623,12 @@ def predict_classifier(
     device: str = "auto",
     bf16: bool | str = "auto",
     log: LogFn | None = None,
+    check_labels: bool = True,
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
-    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's.
+    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
+    ``check_labels`` is False (out-of-distribution sets with other labels, mapped by the caller: then ``correct``
+    compares indices of two label sets and means nothing; the model's names are in ``attrs["label_names"]``).
 
     A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
     probabilities are the softmax over the label words' logits at the mask."""
@@ -653,7 +657,7 @@ def predict_classifier(
             )
         with quiet_transformers():
             model = PromptClassifier(AutoModelForMaskedLM.from_pretrained(resolved), ids)
-    if names != list(frame.attrs["label_names"]):
+    if check_labels and names != list(frame.attrs["label_names"]):
         raise ValueError(
             f"{model_dir}: the model's labels {names} differ from the data's {frame.attrs['label_names']}; predict "
             "on data of the task the model was trained on"
@@ -672,7 +676,8 @@ def predict_classifier(
     probs = class_probabilities(model, data, n_labels=len(names), batch_size=batch_size, device=dev, bf16=use)
     prediction = probs.argmax(axis=1)
     emit(
-        f"predicted {len(data)} examples in {time.perf_counter() - t0:.1f}s; accuracy {np.mean(prediction == data.labels):.4f}"
+        f"predicted {len(data)} examples in {time.perf_counter() - t0:.1f}s"
+        + (f"; accuracy {np.mean(prediction == data.labels):.4f}" if check_labels else "")
     )
     out = pd.DataFrame(
         {

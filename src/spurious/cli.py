@@ -38,6 +38,8 @@ from typing import Any
 
 import pandas as pd
 
+from spurious.progress import available_cores
+
 log = logging.getLogger("spurious.cli")
 
 EXIT_USAGE = 2
@@ -141,7 +143,22 @@ def load_predictions(path: str | os.PathLike) -> dict[str, str]:
 
 
 def _check_predictions(frame: pd.DataFrame, predictions: dict[str, str], path: str, allow_missing: bool) -> None:
+    """Every question needs an answer (or --allow-missing); predictions for ids outside the data are counted and
+    ignored, and a file none of whose ids is in the data (another split's predictions) is an error."""
     ids = frame["id"].astype(str).tolist()
+    known = set(ids)
+    extra = [i for i in predictions if i not in known]
+    if predictions and len(extra) == len(predictions):
+        raise CLIError(
+            f"none of the {len(predictions)} ids in predictions file {path} is a question of the data file (first "
+            f"ids: {', '.join(extra[:5])}); are these predictions for another split or dataset?"
+        )
+    if extra:
+        print(
+            f"spurious: warning: {len(extra)} of {len(predictions)} predictions in {path} have ids that are not in "
+            f"the data file and are ignored (first ids: {', '.join(extra[:5])})",
+            file=sys.stderr,
+        )
     missing = [i for i in ids if i not in predictions]
     if not missing:
         return
@@ -151,8 +168,12 @@ def _check_predictions(frame: pd.DataFrame, predictions: dict[str, str], path: s
             f"{', '.join(missing[:5])}); predict every question of the data file, or pass --allow-missing to score "
             "them 0 like the official script"
         )
-    for qid in missing:  # the official script's message, on stderr
-        print(f"Unanswered question {qid} will receive score 0.", file=sys.stderr)
+    # one line, where the official script prints one per unanswered question
+    print(
+        f"spurious: {len(missing)} of {len(ids)} questions have no prediction and score 0 (first ids: "
+        f"{', '.join(missing[:5])})",
+        file=sys.stderr,
+    )
 
 
 def parse_heuristics(text: str | None) -> list[str]:
@@ -193,7 +214,7 @@ def _annotate_frame(frame: pd.DataFrame, args: argparse.Namespace, heuristics: l
             compat=args.compat,
             variants=parse_variants(args.variant) or None,
             tfidf_contexts=tfidf_contexts if tfidf_contexts is not None else frame["context"].tolist(),
-            threads=args.threads,
+            threads=args.threads or available_cores(),
         )
     except ValueError as exc:
         msg = str(exc)
@@ -284,6 +305,7 @@ BIAS_TABLE_COLUMNS = (
     "size_high",
     "biased_group",
     "n_dropped_negative",
+    "reason",
 )
 
 
@@ -303,6 +325,7 @@ def bias_summary(results: Sequence[dict[str, Any]]) -> pd.DataFrame:
                 "size_high": (groups.get("high") or {}).get("size"),
                 "biased_group": r.get("biased_group"),
                 "n_dropped_negative": r.get("n_dropped_negative"),
+                "reason": r.get("reason"),
             }
         )
     return pd.DataFrame(rows, columns=list(BIAS_TABLE_COLUMNS))
@@ -315,7 +338,7 @@ def _format_threshold(value: Any) -> str:
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
-    from spurious.bias import search_threshold
+    from spurious.bias import NOT_FOUND_REASONS, InsufficientRowsError, search_threshold
     from spurious.metrics import score_predictions
 
     heuristics = parse_heuristics(args.heuristics)
@@ -337,17 +360,24 @@ def cmd_bias(args: argparse.Namespace) -> int:
     dataset = args.dataset or Path(args.data).name.split(".")[0]
     results = []
     for h in heuristics:
-        result = search_threshold(
-            values[h].to_numpy(),
-            scores["em"].to_numpy(),
-            scores["f1"].to_numpy(),
-            heuristic=h,
-            sample_size=args.sample_size,
-            iterations=args.iterations,
-            seed=args.seed,
-            with_replacement=args.with_replacement,
-        )
+        try:
+            result = search_threshold(
+                values[h].to_numpy(),
+                scores["em"].to_numpy(),
+                scores["f1"].to_numpy(),
+                heuristic=h,
+                sample_size=args.sample_size,
+                iterations=args.iterations,
+                seed=args.seed,
+                with_replacement=args.with_replacement,
+                allow_too_few_rows=args.allow_too_few_rows,
+            )
+        except InsufficientRowsError as exc:
+            raise CLIError(f"{args.data}: {exc}") from exc
         results.append({"model": model, "dataset": dataset, **result})
+    not_found = [r for r in results if not r["found"]]
+    for r in not_found:
+        print(f"spurious bias: warning: {r['heuristic']}: no threshold ({NOT_FOUND_REASONS[r['reason']]})", file=sys.stderr)
 
     if args.json:
         from spurious.io import write_json
@@ -368,6 +398,7 @@ def cmd_bias(args: argparse.Namespace) -> int:
         size_low=["-" if v is None or pd.isna(v) else str(int(v)) for v in table["size_low"]],
         size_high=["-" if v is None or pd.isna(v) else str(int(v)) for v in table["size_high"]],
         biased_group=["-" if v is None or pd.isna(v) else v for v in table["biased_group"]],
+        reason=["-" if v is None or pd.isna(v) else v for v in table["reason"]],
     )
     print(shown.to_string(index=False))
     return 0
@@ -437,21 +468,42 @@ def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) 
     return frame
 
 
+PREDICTION_FORMATS = (
+    "parquet, CSV, TSV or JSON lines with the columns id and prediction (a label name or id), or a JSON object "
+    "{id: prediction}"
+)
+
+
 def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
+    """A classifier's predictions in one of :data:`PREDICTION_FORMATS`, chosen by the file name's extension."""
     file = Path(path)
     if not file.is_file():
         raise CLIError(f"predictions file {file} does not exist; check the path")
     name = file.name.lower()
     try:
         if name.endswith(".parquet"):
-            return pd.read_parquet(file)
-        if name.endswith((".jsonl", ".jsonl.gz")):
-            return pd.read_json(file, lines=True, dtype={"id": str})
-        if name.endswith((".tsv", ".tsv.gz")):
-            return pd.read_csv(file, sep="\t", dtype={"id": str})
-        return pd.read_csv(file, dtype={"id": str})
-    except (ValueError, pd.errors.ParserError) as exc:
-        raise CLIError(f"predictions file {file} could not be read ({exc}); pass parquet, CSV, TSV or JSON lines") from exc
+            frame = pd.read_parquet(file)
+        elif name.endswith((".jsonl", ".jsonl.gz")):
+            frame = pd.read_json(file, lines=True, dtype={"id": str})
+        elif name.endswith((".json", ".json.gz")):
+            payload = _read_json_file(file, "predictions")
+            if not isinstance(payload, dict):
+                raise ValueError(f"a JSON {type(payload).__name__}, not an object {{id: prediction}}")
+            frame = pd.DataFrame({"id": list(map(str, payload)), "prediction": list(payload.values())})
+        elif name.endswith((".tsv", ".tsv.gz")):
+            frame = pd.read_csv(file, sep="\t", dtype={"id": str})
+        else:
+            frame = pd.read_csv(file, dtype={"id": str})
+    except (ValueError, pd.errors.ParserError, OSError) as exc:
+        raise CLIError(f"predictions file {file} could not be read ({str(exc)[:200]}); pass {PREDICTION_FORMATS}") from exc
+    missing = [c for c in ("id", "prediction") if c not in frame.columns]
+    if missing:
+        shown = ", ".join(repr(str(c)[:30]) for c in list(frame.columns)[:5])
+        raise CLIError(
+            f"predictions file {file} has no column(s) {missing} (it has {len(frame.columns)} columns: {shown}"
+            f"{', ...' if len(frame.columns) > 5 else ''}); pass {PREDICTION_FORMATS}"
+        )
+    return frame
 
 
 def cmd_lexical_test(args: argparse.Namespace) -> int:
@@ -524,7 +576,13 @@ def _add_heuristic_options(p: argparse.ArgumentParser) -> None:
         help="fit cos-sim's TF-IDF on this data file's contexts (one per question; the paper uses "
         "SQuAD-train) instead of the annotated file's own",
     )
-    p.add_argument("--threads", type=int, default=1, metavar="N", help="spaCy processes (default 1)")
+    p.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        metavar="N",
+        help="processes for the spaCy work (default: the cores this process may use, within a SLURM allocation)",
+    )
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -578,6 +636,11 @@ def build_parser() -> argparse.ArgumentParser:
         help="draw with replacement (a true bootstrap; the paper's code draws without)",
     )
     p.add_argument("--allow-missing", action="store_true", help="score questions without a prediction 0")
+    p.add_argument(
+        "--allow-too-few-rows",
+        action="store_true",
+        help="report 'no threshold' instead of failing when the data has fewer than 2 x --sample-size questions",
+    )
     p.add_argument("--model", default=None, help="model name stored in --json (default: the predictions file name)")
     p.add_argument("--dataset", default=None, help="dataset name stored in --json (default: the data file name)")
     p.add_argument(

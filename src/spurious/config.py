@@ -14,6 +14,40 @@ import yaml
 SCHEMA_PATH = Path(__file__).resolve().parents[2] / "schemas" / "config.schema.yaml"
 DERIVED_SPLITS = ("train", "validation")
 
+#: Settings that change how a job runs, never what it computes (up to floating-point differences between devices):
+#: they are left out of the training fingerprints (a checkpoint stays resumable when they change) and out of the
+#: workflow's rerun decisions (:class:`RuleSettings`).
+RUNTIME_SETTINGS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+
+
+def result_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that can change a result: all but :data:`RUNTIME_SETTINGS`."""
+    return {k: v for k, v in settings.items() if k not in RUNTIME_SETTINGS}
+
+
+class RuleSettings(Mapping):
+    """A rule's settings handed to its script as a Snakemake ``param`` that does not trigger reruns.
+
+    Snakemake's params rerun trigger compares only params of builtin types (``dict`` among them) and skips any other
+    object; this read-only mapping is such an object. A rule passes it as ``settings`` and the result-changing part
+    (:func:`result_settings`) beside it as a plain dict, which the trigger compares: changing ``device`` or
+    ``checkpoint_every`` then reruns nothing, changing ``learning_rate`` reruns the job. Scripts read it like a dict."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self._settings = dict(settings)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._settings[key]
+
+    def __iter__(self):
+        return iter(self._settings)
+
+    def __len__(self) -> int:
+        return len(self._settings)
+
+    def __repr__(self) -> str:
+        return f"RuleSettings({self._settings!r})"
+
 
 class ConfigError(ValueError):
     """The configuration is invalid; the message names the key and what is allowed."""
@@ -82,7 +116,10 @@ def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
 
 
 def available_splits(cfg: Mapping[str, Any], dataset: str) -> set[str]:
-    ds = cfg["datasets"][dataset]
+    """The declared, derived and subset splits of a dataset; none for an undeclared one (reported elsewhere)."""
+    ds = cfg["datasets"].get(dataset)
+    if ds is None:
+        return set()
     names = set(ds["splits"])
     if ds.get("derive"):
         names |= set(DERIVED_SPLITS)
@@ -224,7 +261,7 @@ def _check_references(cfg: dict[str, Any]) -> None:
         if seg["heuristic"] not in cfg["heuristics"]["names"]:
             problems.append(f"config key 'segments.{i}.heuristic': {seg['heuristic']!r} is not in heuristics.names")
         tsplit = seg.get("threshold_split") or seg["split"]
-        if tsplit not in available_splits(cfg, seg["dataset"]):
+        if seg["dataset"] in cfg["datasets"] and tsplit not in available_splits(cfg, seg["dataset"]):
             problems.append(f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}")
         if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
             problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
@@ -272,6 +309,7 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         n = spec["filter"].get("n")
         if n is not None and n <= spec["filter"]["t"]:
             problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
+    problems += _aflite_ood_problems(cfg, task)
     problems += _spuriousbench_problems(cfg, task)
     # only SpuriousBench's training passes a dev set to select the best checkpoint on
     trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
@@ -283,6 +321,30 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
             problems.append(f"config key '{key}.training.eval_every': this stage has no dev set to select on; use null")
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> list[str]:
+    """aflite.text.ood: each set names a declared classification dataset and its splits, and an AFLite dataset."""
+    text = (cfg.get("aflite") or {}).get("text") or {}
+    problems = []
+    for name, spec in (text.get("ood") or {}).items():
+        key = f"aflite.text.ood.{name}"
+        if spec["models_from"] not in text["datasets"]:
+            problems.append(f"config key '{key}.models_from': {spec['models_from']!r} is not in aflite.text.datasets")
+        dataset = spec["dataset"]
+        if dataset not in task:
+            problems.append(f"config key '{key}.dataset': unknown dataset {dataset!r}; declared: {sorted(task)}")
+            continue
+        if task[dataset] != "classification":
+            problems.append(f"config key '{key}.dataset': {dataset!r} is a {task[dataset]} dataset, not classification")
+        have = available_splits(cfg, dataset)
+        wanted = [("splits", s) for s in spec["splits"]] + [("finetune.split", (spec.get("finetune") or {}).get("split"))]
+        for where, split in wanted:
+            if split is not None and split not in have:
+                problems.append(f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}")
+        if spec.get("finetune") and spec["finetune"]["split"] in spec["splits"]:
+            problems.append(f"config key '{key}.finetune.split': the fine-tuning split is also evaluated")
+    return problems
 
 
 def _classification_dataset_problems(

@@ -10,6 +10,7 @@ import gzip
 import json
 import logging
 import os
+import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,32 +51,79 @@ def _open_text(path: Path):
     return open(path, encoding="utf-8")
 
 
-def load_squad_json(path: str | os.PathLike) -> pd.DataFrame:
-    """Read the official SQuAD v1.1 JSON (``{"version", "data": [articles]}``), plain or gzip."""
+def read_json_file(path: str | os.PathLike) -> Any:
+    """One JSON document (plain or gzip); a missing, empty, truncated or non-JSON file is a
+    :class:`DataValidationError` naming the file and the fix."""
     path = Path(path)
-    with _open_text(path) as fh:
-        payload = json.load(fh)
-    if not isinstance(payload, dict) or "data" not in payload:
+    if not path.is_file():
+        raise DataValidationError(f"{path}: no such file; check the path (or the mirror, ${MIRROR_ENV})")
+    if path.stat().st_size == 0:
+        raise DataValidationError(f"{path}: the file is empty; download it again")
+    try:
+        with _open_text(path) as fh:
+            return json.load(fh)
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise DataValidationError(
+            f"{path}: the gzip stream is truncated or corrupt ({type(exc).__name__}: {exc}); download the file again"
+        ) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise DataValidationError(
+            f"{path}: not valid JSON ({exc}); the file is truncated or not a JSON file: download it again or fix "
+            "its format in the config"
+        ) from exc
+
+
+def _answers(answers: Any, where: str) -> dict[str, list]:
+    """``answers`` as ``{text: [...], answer_start: [...]}`` (flat records) or a list of ``{text, answer_start}``
+    (SQuAD JSON); anything else is an error naming the record."""
+    if isinstance(answers, Mapping) and "text" in answers and "answer_start" in answers:
+        text, start = answers["text"], answers["answer_start"]
+        if isinstance(text, str) or isinstance(start, (str, int)):
+            raise DataValidationError(f"{where}: answers.text and answers.answer_start must be lists, got {text!r}, {start!r}")
+        return {"text": [str(t) for t in text], "answer_start": [int(a) for a in start]}
+    if isinstance(answers, list) and all(isinstance(a, Mapping) and "text" in a and "answer_start" in a for a in answers):
+        return {"text": [str(a["text"]) for a in answers], "answer_start": [int(a["answer_start"]) for a in answers]}
+    raise DataValidationError(
+        f"{where}: answers is {type(answers).__name__} {str(answers)[:60]!r}; it must be "
+        "{{text: [...], answer_start: [...]}} or a list of {{text, answer_start}}"
+    )
+
+
+def _field(record: Any, key: str, where: str) -> Any:
+    if not isinstance(record, Mapping):
+        raise DataValidationError(f"{where}: expected an object, got {type(record).__name__}")
+    if key not in record:
+        raise DataValidationError(f"{where}: no field {key!r} (has {sorted(record)[:8]}); fix the record")
+    return record[key]
+
+
+def load_squad_json(path: str | os.PathLike) -> pd.DataFrame:
+    """Read the official SQuAD v1.1 JSON (``{"version", "data": [articles]}``), plain or gzip. A malformed file or
+    record is a :class:`DataValidationError` naming the file, the record and the fix."""
+    path = Path(path)
+    payload = read_json_file(path)
+    if not isinstance(payload, dict) or not isinstance(payload.get("data"), list):
         raise DataValidationError(
             f"{path}: not an official SQuAD JSON file (expected an object with a 'data' list of articles); "
             "for flat records use format 'squad_flat_json'"
         )
     rows = []
-    for article in payload["data"]:
-        title = article.get("title", "")
-        for paragraph in article["paragraphs"]:
-            context = paragraph["context"]
-            for qa in paragraph["qas"]:
+    for a, article in enumerate(payload["data"]):
+        title = article.get("title", "") if isinstance(article, Mapping) else ""
+        for p, paragraph in enumerate(_field(article, "paragraphs", f"{path}: article {a}")):
+            where = f"{path}: article {a} ({title!r}), paragraph {p}"
+            context = _field(paragraph, "context", where)
+            for q, qa in enumerate(_field(paragraph, "qas", where)):
+                qwhere = f"{where}, question {q}"
+                qid = str(_field(qa, "id", qwhere))
+                qwhere = f"{qwhere} (id {qid})"
                 rows.append(
                     {
-                        "id": str(qa["id"]),
+                        "id": qid,
                         "title": title,
                         "context": context,
-                        "question": qa["question"],
-                        "answers": {
-                            "text": [a["text"] for a in qa.get("answers", [])],
-                            "answer_start": [int(a["answer_start"]) for a in qa.get("answers", [])],
-                        },
+                        "question": _field(qa, "question", qwhere),
+                        "answers": _answers(qa.get("answers", []), qwhere),
                     }
                 )
     return pd.DataFrame(rows, columns=list(QA_COLUMNS))
@@ -84,33 +132,25 @@ def load_squad_json(path: str | os.PathLike) -> pd.DataFrame:
 def load_flat_json(path: str | os.PathLike) -> pd.DataFrame:
     """Read a JSON list of flat SQuAD-like records (``id, context, question, answers{text, answer_start}``)."""
     path = Path(path)
-    with _open_text(path) as fh:
-        records = json.load(fh)
+    records = read_json_file(path)
     if isinstance(records, dict) and "data" in records:
         records = records["data"]
     if not isinstance(records, list):
         raise DataValidationError(f"{path}: expected a JSON list of records with id/context/question/answers")
     rows = []
     for i, rec in enumerate(records):
-        try:
-            answers = rec["answers"]
-            rows.append(
-                {
-                    "id": str(rec["id"]),
-                    "title": str(rec.get("title") or ""),
-                    "context": rec["context"],
-                    "question": rec["question"],
-                    "answers": {
-                        "text": list(answers["text"]),
-                        "answer_start": [int(s) for s in answers["answer_start"]],
-                    },
-                }
-            )
-        except (KeyError, TypeError) as exc:
-            raise DataValidationError(
-                f"{path}: record {i} lacks field {exc}; each record needs id, context, question and "
-                "answers{{text, answer_start}}"
-            ) from exc
+        where = f"{path}: record {i}"
+        rec_id = str(_field(rec, "id", where))
+        where = f"{where} (id {rec_id})"
+        rows.append(
+            {
+                "id": rec_id,
+                "title": str(rec.get("title") or ""),
+                "context": _field(rec, "context", where),
+                "question": _field(rec, "question", where),
+                "answers": _answers(_field(rec, "answers", where), where),
+            }
+        )
     return pd.DataFrame(rows, columns=list(QA_COLUMNS))
 
 
@@ -216,6 +256,8 @@ def validate_records(
     """Apply the ``on_invalid`` policy (``error`` or ``drop``); return the kept frame and a validation summary."""
     if on_invalid not in ("error", "drop"):
         raise ValueError(f"on_invalid must be 'error' or 'drop', got {on_invalid!r}")
+    if df.empty:
+        raise DataValidationError(f"{source}: holds no questions; check that the file is the right split")
     report = find_invalid_records(df)
     summary = {"n_input": report.n_records, "n_dropped": 0, "dropped_ids": []}
     if report.n_invalid == 0:

@@ -39,6 +39,7 @@ SQuAD dev take ~60 CPU-seconds (``benchmarks/bench_heuristics.py``).
 from __future__ import annotations
 
 import bisect
+import logging
 import os
 import re
 from collections import Counter
@@ -51,9 +52,13 @@ import numpy as np
 import pandas as pd
 import regex
 
+from spurious.progress import Progress
+
 if TYPE_CHECKING:  # heavy imports stay lazy: the workflow imports this module in processes that may not use them
     from sklearn.feature_extraction.text import TfidfVectorizer
     from spacy.language import Language
+
+log = logging.getLogger(__name__)
 
 HEURISTICS: tuple[str, ...] = ("word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos")
 """All heuristics, with the paper's names, in the paper's order."""
@@ -457,7 +462,8 @@ class _JobRunner:
     def start(self) -> None:
         global _WORKER_NLP
         order = {"context": 0, "question": 1, "answer": 2, "words": 3}  # costliest per text first
-        n_chunks = self.threads * 4 if self.threads > 1 else 1
+        # several chunks per process balance the workers; in-process, chunks only pace the progress report
+        n_chunks = self.threads * 4 if self.threads > 1 else 8
         for name, (kind, components, texts) in sorted(self.jobs.items(), key=lambda kv: order[kv[1][0]]):
             size = max(1, -(-len(texts) // n_chunks))
             for k, i in enumerate(range(0, len(texts), size)):
@@ -472,7 +478,8 @@ class _JobRunner:
             import multiprocessing as mp
 
             self._pool = mp.get_context("fork").Pool(min(self.threads, len(self._tasks)))
-            self._async = self._pool.map_async(_run_task, [t[2] for t in self._tasks], chunksize=1)
+            # imap submits every task now and yields the results in order as they come (for the progress report)
+            self._async = self._pool.imap(_run_task, [t[2] for t in self._tasks], chunksize=1)
 
     def abort(self) -> None:
         """Stop the workers and restore the BLAS limits (the caller failed before collecting the results)."""
@@ -488,12 +495,18 @@ class _JobRunner:
         """Per job, the features of its texts in input order (blocks until the workers are done)."""
         global _WORKER_NLP
         try:
-            if self._pool is not None:
-                chunks = self._async.get()
-                self._pool.close()
-                self._pool.join()
-            else:
-                chunks = [_run_task(t[2]) for t in self._tasks]
+            chunks: list[Any] = []
+            with Progress(len(self._tasks), "heuristics: text chunks parsed", log, unit="chunks") as bar:
+                if self._pool is not None:
+                    for values in self._async:
+                        chunks.append(values)
+                        bar.update()
+                    self._pool.close()
+                    self._pool.join()
+                else:
+                    for task in self._tasks:
+                        chunks.append(_run_task(task[2]))
+                        bar.update()
         finally:
             if self._pool is not None:
                 self._pool.terminate()

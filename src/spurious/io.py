@@ -52,6 +52,8 @@ def _json_default(obj: Any) -> Any:
         return obj.tolist()
     if isinstance(obj, Path):
         return str(obj)
+    if isinstance(obj, Mapping):  # e.g. spurious.config.RuleSettings
+        return dict(obj)
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 

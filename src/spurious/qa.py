@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.config import RUNTIME_SETTINGS
 from spurious.data import sample_questions
 from spurious.logits import features_fingerprint, ids_sha256, write_feature_logits
 from spurious.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
@@ -102,7 +103,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "log_every": 50,
 }
 # Keys that do not change the result of a run: a checkpoint may be resumed with other values for them.
-_RUNTIME_KEYS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+_RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
 # Seed of the validation subset (eval_max_examples): fixed, so every model and seed is compared on the same questions.
 EVAL_SUBSET_SEED = 0
 

@@ -26,3 +26,11 @@ def setup(smk: Any, name: str = "spurious") -> logging.Logger:
     logger = logging.getLogger(name)
     logger.info("rule %s, wildcards %s", getattr(smk, "rule", "?"), dict(smk.wildcards.items()))
     return logger
+
+
+def fail(logger: logging.Logger, message: str) -> None:
+    """End a ``script:`` job on a user error: the message goes to the job's log and to the terminal (the real
+    stderr, which :func:`setup` redirected), without a traceback; exit status 1, so Snakemake marks the job failed."""
+    logger.error(message)
+    print(f"spurious: error: {message}", file=sys.__stderr__, flush=True)
+    raise SystemExit(1)
