@@ -13,6 +13,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
+from spurious import debias as debias_module
 from spurious.debias import (
     ConfidenceRegularizationObjective,
     LearnedMixinGate,
@@ -827,3 +828,33 @@ def test_gate_summary_of_the_last_tenth_of_training():
     assert g["final_q90"] == pytest.approx(3.9) and g["final_max"] == 20
     with pytest.raises(ValueError, match="no gate values"):
         gate_summary([{"step": 1, "loss": 1.0}])
+
+
+def test_the_entropy_penalty_alone_drives_the_gate_up_for_an_uninformative_bias():
+    """The mechanism behind the demo's LMix collapse (docs/measured-results.md): H(softmax(g·log p_b)) falls as g
+    grows for any non-uniform p_b, so the penalty pushes the gate up whatever the bias knows; only the NLL can hold
+    it, and with a bias model that learned no shortcut (near-uniform p_b, logits of spread 0.3 here) the entropy
+    stays near its maximum log(T) until g is large. Checked against finite differences of the closed form."""
+    torch.manual_seed(0)
+    width = 64
+    log_pb = F.log_softmax(torch.randn(1, width) * 0.3, dim=-1)
+    mask = torch.ones(1, width, dtype=torch.bool)
+
+    def entropy(g: torch.Tensor) -> torch.Tensor:
+        return -(F.softmax(g * log_pb, dim=-1) * F.log_softmax(g * log_pb, dim=-1)).sum()
+
+    for g0 in (0.5, 1.0, 2.0, 4.0):
+        g = torch.tensor(g0, dtype=torch.float64, requires_grad=True)
+        h = entropy(g.to(torch.float32))
+        h.backward()
+        assert g.grad.item() < 0, g0  # the penalty's gradient always asks for a larger gate
+        step = 1e-2
+        slope = (entropy(torch.tensor(g0 + step)) - entropy(torch.tensor(g0 - step))) / (2 * step)
+        assert g.grad.item() == pytest.approx(slope.item(), rel=1e-2, abs=1e-4)
+    # near-uniform: at g = 1 the entropy is within 0.1 nats of log(64) = 4.16, and it keeps falling as g grows
+    assert entropy(torch.tensor(1.0)).item() > math.log(width) - 0.1
+    values = [entropy(torch.tensor(g)).item() for g in (1.0, 2.0, 4.0, 8.0)]
+    assert values == sorted(values, reverse=True) and values[-1] < values[0] - 1.0
+    # the module's masked entropy is the same quantity
+    log_mixed = F.log_softmax(2.0 * log_pb, dim=-1)
+    assert debias_module._masked_entropy(log_mixed, mask).item() == pytest.approx(entropy(torch.tensor(2.0)).item(), rel=1e-6)
