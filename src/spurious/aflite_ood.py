@@ -27,8 +27,10 @@ the reader is explicit here:
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -72,9 +74,6 @@ OOD_COLUMNS: tuple[str, ...] = (
 
 def model_label_names(model_dir: str) -> list[str]:
     """A trained sequence classifier's label names, in index order, from its ``config.json``."""
-    import json
-    from pathlib import Path
-
     config_file = Path(model_dir) / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; not a trained sequence classifier")
