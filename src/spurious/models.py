@@ -104,6 +104,8 @@ def load_config(name_or_path: str | os.PathLike) -> Any:
     """The ``transformers`` config of a checkpoint (architecture, hidden size, vocabulary size)."""
     from transformers import AutoConfig
 
+    from spurious import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
+
     with quiet_transformers():
         return AutoConfig.from_pretrained(resolve_model(name_or_path))
 
@@ -117,6 +119,8 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
     that the tokenizer is shared.
     """
     from transformers import AutoModelForQuestionAnswering
+
+    from spurious import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
 
     if from_scratch:
         config = load_config(name_or_path)

@@ -579,6 +579,8 @@ def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
     """Load a QA model that must already have a trained QA head: a freshly initialised one would give random logits."""
     from transformers import AutoModelForQuestionAnswering
 
+    from spurious import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
+
     with quiet_transformers():
         model, info = AutoModelForQuestionAnswering.from_pretrained(resolve_model(model_dir), output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
@@ -734,7 +736,7 @@ def _fingerprint(
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-INIT_MODES = ("pretrained", "scratch")
+INIT_MODES = ("pretrained", "scratch", "overlap")
 
 
 def _initial_model(model_name_or_path: str, init: str | None) -> Any:
@@ -744,6 +746,10 @@ def _initial_model(model_name_or_path: str, init: str | None) -> Any:
     """
     if init in (None, "pretrained"):
         return load_qa_model(model_name_or_path)
+    if init == "overlap":  # the lexical-overlap bias model on the checkpoint's frozen embeddings (spurious.overlap_qa)
+        from spurious.overlap_qa import from_checkpoint
+
+        return from_checkpoint(model_name_or_path)
     if init != "scratch":
         raise ValueError(f"train_qa: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
     return load_qa_model(model_name_or_path, from_scratch=True)
@@ -975,7 +981,8 @@ def train_qa(
     * ``extra_validation``: frames whose plain validation loss is recorded at every evaluation, e.g. OOD sets
       (``validation_curves`` in the summary, the main one under ``"validation"``); ``eval_max_examples`` applies.
     * ``init``: ``"pretrained"`` (or None, the default) starts from the checkpoint's weights; ``"scratch"`` from
-      randomly initialised weights of its architecture (the paper's bias models; App. B.2.1).
+      randomly initialised weights of its architecture (the paper's bias models; App. B.2.1); ``"overlap"`` trains
+      the lexical-overlap bias model of :mod:`spurious.overlap_qa` on the checkpoint's frozen word embeddings.
     * ``trainable``: ``"all"`` (default) or ``"head"``: only the span-prediction head (``qa_outputs``) is trained, the
       encoder stays as initialised (a restricted bias model that a CPU can afford).
     """
