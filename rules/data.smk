@@ -24,7 +24,8 @@ rule download:
 
 rule derive_splits:
     """Split one split into train/validation with a seed: QA by article title (no article on both sides),
-    classification at random, stratified by label."""
+    classification at random, stratified by label, or (by: text_a) with every first segment on one side only.
+    """
     input:
         lambda w: split_file(w.dataset, config["datasets"][w.dataset]["derive"]["from"]),
     output:
@@ -39,6 +40,7 @@ rule derive_splits:
             "validation_fraction"
         ],
         task=lambda w: config["datasets"][w.dataset]["task"],
+        by=lambda w: config["datasets"][w.dataset]["derive"]["by"],
     script:
         "../workflow_scripts/derive_splits.py"
 

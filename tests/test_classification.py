@@ -107,6 +107,45 @@ def test_random_split_is_seeded_stratified_and_disjoint():
     assert valid["label"].value_counts().to_dict() == {0: 676, 1: 691}
 
 
+def test_grouped_split_keeps_every_question_on_one_side():
+    # QNLI dev: 1,361 questions come with two sentences, and their labels differ in all but a few; a random split
+    # puts 502 validation pairs' questions into train with the other label (the leak this split exists to prevent)
+    df = classification.load_hf_parquet(QNLI_DEV)
+    rand_train, rand_valid = classification.split_random(df, validation_fraction=0.25, seed=0)
+    assert rand_valid["text_a"].isin(set(rand_train["text_a"])).sum() == 502
+    train, valid = classification.split_grouped(df, validation_fraction=0.25, seed=0)
+    again, _ = classification.split_grouped(df, validation_fraction=0.25, seed=0)
+    other, _ = classification.split_grouped(df, validation_fraction=0.25, seed=1)
+    assert train["id"].tolist() == again["id"].tolist() and train["id"].tolist() != other["id"].tolist()
+    assert not set(train["text_a"]) & set(valid["text_a"])
+    assert not set(train["id"]) & set(valid["id"]) and len(train) + len(valid) == len(df)
+    # the first seeded prefix of questions that reaches ceil(0.25 * 5463) = 1366 pairs, overshooting by at most one
+    # question's pairs (2)
+    assert 1366 <= len(valid) <= 1368
+    assert valid.attrs["label_names"] == df.attrs["label_names"]
+
+
+def test_grouped_split_by_hand():
+    df = pd.DataFrame(
+        {"id": list("abcdef"), "text_a": ["q1", "q1", "q2", "q3", "q3", "q3"], "text_b": list("uvwxyz"),
+         "label": [0, 1, 0, 1, 0, 1]}
+    )
+    df.attrs["label_names"] = ["x", "y"]
+    # seed 0 orders the groups (q1, q2, q3) as np.random.default_rng(0).permutation(3)
+    order = np.random.default_rng(0).permutation(3).tolist()
+    sizes = [2, 1, 3]
+    wanted, taken, chosen = 2, 0, []  # ceil(0.3 * 6) = 2 records
+    for g in order:
+        chosen.append(g)
+        taken += sizes[g]
+        if taken >= wanted:
+            break
+    _, valid = classification.split_grouped(df, validation_fraction=0.3, seed=0)
+    assert sorted(set(valid["text_a"])) == sorted(f"q{g + 1}" for g in chosen)
+    with pytest.raises(ValueError, match="no column 'premise'"):
+        classification.split_grouped(df, validation_fraction=0.3, seed=0, column="premise")
+
+
 def test_parquet_round_trip_keeps_label_names_and_missing_second_segment(tmp_path):
     df = classification.load_glue_tsv(SST2_DEV).head(5)
     classification.write_parquet(df, tmp_path / "x.parquet", metadata={"source": "sst2"})

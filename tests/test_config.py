@@ -106,7 +106,7 @@ def test_lexical_defaults_and_a_config_without_qa_models():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"), "classification datasets derive splits by 'random'"),
+        (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"), "classification datasets derive splits by 'random' or 'text_a'"),
         (lambda c: c["lexical"]["datasets"]["qnli"].update(test="test"), "dataset 'qnli' has no split 'test'"),
         (lambda c: c["lexical"]["datasets"].update(snli={}), "'lexical.datasets.snli': unknown dataset"),
         (lambda c: c.pop("lexical"), "nothing to run"),

@@ -1,4 +1,5 @@
-"""Adapter: derive train/validation from one split (QA by article title; classification at random, by label)."""
+"""Adapter: derive train/validation from one split (QA by article title; classification at random, stratified by label,
+or grouped by the first text segment)."""
 
 from typing import TYPE_CHECKING
 
@@ -12,9 +13,15 @@ seed = int(snakemake.wildcards.seed)
 fraction = snakemake.params.validation_fraction
 if snakemake.params.task == "classification":
     frame = classification.read_parquet(snakemake.input[0])
-    parts = classification.split_random(frame, validation_fraction=fraction, seed=seed)
+    by = snakemake.params.by
+    if by == "text_a":
+        parts = classification.split_grouped(frame, validation_fraction=fraction, seed=seed, column="text_a")
+        how = {"by": "text_a", "groups": "records with the same text_a stay on one side"}
+    else:
+        parts = classification.split_random(frame, validation_fraction=fraction, seed=seed)
+        how = {"by": "random", "stratified_by": "label"}
     for name, part in zip(("train", "validation"), parts, strict=True):
-        meta = {"derived_from": str(snakemake.input[0]), "by": "random", "stratified_by": "label", "seed": seed,
+        meta = {"derived_from": str(snakemake.input[0]), **how, "seed": seed,
                 "validation_fraction": fraction, "n_examples": len(part)}
         log.info("%s: %d examples, label counts %s", name, len(part), part["label"].value_counts().sort_index().to_dict())
         classification.write_parquet(part, snakemake.output[name], metadata=meta)

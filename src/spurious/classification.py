@@ -357,6 +357,39 @@ def split_random(df: pd.DataFrame, *, validation_fraction: float, seed: int) -> 
     return train, valid
 
 
+def split_grouped(
+    df: pd.DataFrame, *, validation_fraction: float, seed: int, column: str = "text_a"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """Derive (train, validation) with a seed so that records sharing ``column`` never straddle the two parts.
+
+    For pair tasks whose first segment repeats with different labels (a QNLI question with the sentence that answers
+    it and one that does not; an MNLI premise with its three hypotheses), a random split puts one pair of a question
+    in train and its twin in validation: a model that memorises the question then predicts the *other* label on the
+    validation twin, which pulls accuracy below chance. Groups are taken in a seeded order until validation holds at
+    least ``ceil(validation_fraction * len(df))`` records (not stratified by label); each part keeps the input order.
+    """
+    if not 0.0 < validation_fraction < 1.0:
+        raise ValueError(f"validation_fraction must lie in (0, 1), got {validation_fraction}")
+    if column not in df.columns:
+        raise ValueError(f"split_grouped: no column {column!r} to group by (columns: {', '.join(map(str, df.columns))})")
+    codes, groups = pd.factorize(df[column].astype(str), sort=False)
+    sizes = np.bincount(codes, minlength=len(groups))
+    order = np.random.default_rng(seed).permutation(len(groups))
+    wanted = int(np.ceil(validation_fraction * len(df)))
+    taken = np.cumsum(sizes[order])
+    n_groups = int(np.searchsorted(taken, wanted) + 1)  # the first prefix of groups that reaches `wanted` records
+    is_valid = np.isin(codes, order[:n_groups])
+    if is_valid.all() or not is_valid.any():
+        raise ValueError(
+            f"split_grouped: {len(groups)} groups of {column!r} cannot be split {1 - validation_fraction:.2f} / "
+            f"{validation_fraction:.2f}; use by: random"
+        )
+    train, valid = df[~is_valid].reset_index(drop=True), df[is_valid].reset_index(drop=True)
+    train.attrs.update(df.attrs)
+    valid.attrs.update(df.attrs)
+    return train, valid
+
+
 def write_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mapping[str, Any] | None = None) -> None:
     """Write a classification frame; the label names always go into the metadata (``spurious`` key)."""
     meta = {"task": "classification", "label_names": list(df.attrs["label_names"]), **dict(metadata or {})}

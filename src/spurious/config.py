@@ -280,9 +280,12 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         )
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
-        want = "title" if ds["task"] == "qa" else "random"
-        if derive and derive["by"] != want:
-            problems.append(f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by {want!r}")
+        allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a")
+        if derive and derive["by"] not in allowed:
+            problems.append(
+                f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by "
+                + " or ".join(repr(a) for a in allowed)
+            )
     qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
     qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
     qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
