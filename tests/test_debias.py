@@ -580,6 +580,29 @@ def loop_batch(tmp_path):
     return stores, batch, np.array([4, 0, 2])
 
 
+@pytest.mark.parametrize("compat", [None, "isbiased"])
+def test_lmix_gate_input_detached_stops_the_gradient_at_the_hidden_states(loop_batch, compat):
+    stores, batch, index = loop_batch
+    grads = {}
+    for gate_input in ("encoder", "detached"):
+        torch.manual_seed(0)
+        objective = LearnedMixinObjective(stores["bias"], hidden_size=16, gate_dim=8, compat=compat,
+                                          gate_input=gate_input)
+        start = torch.randn(3, 7, requires_grad=True)
+        end = torch.randn(3, 7, requires_grad=True)
+        hidden = torch.randn(3, 7, 16, requires_grad=True)
+        loss, _ = objective(start, end, hidden, batch, index)
+        loss.backward()
+        grads[gate_input] = (loss.item(), hidden.grad, start.grad.clone(), [p.grad.clone() for p in objective.parameters()])
+    (loss_e, hidden_e, start_e, gate_e), (loss_d, hidden_d, start_d, gate_d) = grads["encoder"], grads["detached"]
+    # the same loss, the same gradients for the logits and the gate; none for the hidden states once detached
+    assert loss_d == pytest.approx(loss_e, abs=0) and torch.equal(start_d, start_e)
+    assert all(torch.equal(a, b) for a, b in zip(gate_d, gate_e, strict=True))
+    assert hidden_e is not None and hidden_e.abs().sum() > 0 and hidden_d is None
+    with pytest.raises(ValueError, match="gate_input"):
+        LearnedMixinObjective(stores["bias"], hidden_size=16, gate_input="frozen")
+
+
 def test_lmix_objective_on_memmapped_logits(loop_batch):
     stores, batch, index = loop_batch
     torch.manual_seed(0)

@@ -64,6 +64,7 @@ if method in ("lmix", "creg"):
                 compat=options["compat"],
                 mask_non_context=params.mask_non_context,
                 entropy_on=options["entropy_on"],
+                gate_input=options["gate_input"],
             )
         return debias.ConfidenceRegularizationObjective(
             bias_logits,

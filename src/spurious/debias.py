@@ -243,6 +243,9 @@ def _lmix_clark_position(
 
 
 ENTROPY_ON = ("bias", "rescaled")
+# What the gate's gradient reaches: "encoder" (Clark et al.'s code: the gate reads the main model's hidden states
+# and its gradient, the entropy penalty's included, flows into the encoder) or "detached" (the gate only).
+GATE_INPUTS = ("encoder", "detached")
 GATE_KEYS = ("gate", "gate_q10", "gate_q50", "gate_q90", "gate_max")
 
 
@@ -616,12 +619,16 @@ class LearnedMixinObjective(nn.Module):
         mask_non_context: bool = True,
         gate_dim: int = 50,
         entropy_on: str = "bias",
+        gate_input: str = "encoder",
     ) -> None:
         super().__init__()
         _check_compat(compat)
         _check_scale(scale)
         if entropy_on not in ENTROPY_ON:
             raise ValueError(f"entropy_on must be one of {ENTROPY_ON}, got {entropy_on!r}")
+        if gate_input not in GATE_INPUTS:
+            raise ValueError(f"gate_input must be one of {GATE_INPUTS}, got {gate_input!r}")
+        self.gate_input = gate_input
         _check_logit_store("bias_logits", bias_logits)
         self.bias_logits = bias_logits
         self.entropy_weight = entropy_weight
@@ -642,6 +649,8 @@ class LearnedMixinObjective(nn.Module):
         feature_index: np.ndarray,
     ) -> tuple[Tensor, dict[str, float]]:
         bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits, batch.get("attention_mask"))
+        if self.gate_input == "detached":  # the gate learns from the main model's states but cannot reshape them
+            hidden_states = hidden_states.detach()
         if self.compat == "isbiased":
             valid_mask, gate = None, self.gate(hidden_states)
         else:
