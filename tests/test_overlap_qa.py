@@ -77,6 +77,12 @@ def test_save_and_load_round_trip(tokenizer, model, tmp_path):
     assert loaded.embeddings.weight.grad is None and loaded.qa_outputs.weight.grad is not None
 
 
+def test_left_padded_windows_are_refused(model):
+    ids = torch.tensor([[0, 0, 101, 2073, 102, 2073, 102]])
+    with pytest.raises(ValueError, match="right-padded"):
+        model(input_ids=ids, attention_mask=(ids != 0).long())
+
+
 def _shortcut_frame(n: int, seed: int) -> pd.DataFrame:
     """Contexts of 12 random words; the question names one of them, the answer is the word right after it."""
     words = ["apple", "river", "stone", "cloud", "green", "table", "music", "paper", "window", "garden", "silver", "horse", "bread", "candle", "forest", "mirror", "ocean", "pencil", "rocket", "summer", "tiger", "violin", "winter", "yellow"]

@@ -131,7 +131,14 @@ class OverlapQAModel(PreTrainedModel):
         embedded, features, context = self.token_features(input_ids, attention_mask)
         words = self.project(embedded) * context[..., None]  # question tokens: features only
         inputs = self.dropout(torch.cat([words, features.to(words.dtype)], dim=-1))
-        lengths = attention_mask.sum(dim=1).clamp(min=1).cpu()
+        lengths = attention_mask.sum(dim=1).clamp(min=1)
+        positions = torch.arange(input_ids.shape[1], device=input_ids.device)[None, :]
+        if not torch.equal(attention_mask.bool(), positions < lengths[:, None]):
+            raise ValueError(
+                "the overlap bias model packs right-padded windows only; this batch is padded on the left (a tokenizer "
+                "with padding_side='left'): use a right-padding tokenizer for the bias model's checkpoint"
+            )
+        lengths = lengths.cpu()
         packed = nn.utils.rnn.pack_padded_sequence(inputs, lengths, batch_first=True, enforce_sorted=False)
         encoded, _ = self.encoder(packed)
         hidden, _ = nn.utils.rnn.pad_packed_sequence(encoded, batch_first=True, total_length=input_ids.shape[1])
