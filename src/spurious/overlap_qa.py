@@ -48,7 +48,6 @@ class OverlapQAConfig(PretrainedConfig):
         cls_token_id: int = 101,
         sep_token_id: int = 102,
         pad_token_id: int = 0,
-        special_token_ids: list[int] | None = None,
         embeddings_from: str | None = None,
         **kwargs: Any,
     ) -> None:
@@ -58,7 +57,6 @@ class OverlapQAConfig(PretrainedConfig):
         self.num_layers = num_layers
         self.dropout = dropout
         self.cls_token_id = cls_token_id
-        self.special_token_ids = sorted(set(special_token_ids or [cls_token_id, sep_token_id, pad_token_id]))
         self.embeddings_from = embeddings_from
         super().__init__(pad_token_id=pad_token_id, sep_token_id=sep_token_id, **kwargs)
 
@@ -103,9 +101,10 @@ class OverlapQAModel(PreTrainedModel):
         width = input_ids.shape[1]
         positions = torch.arange(width, device=input_ids.device)[None, :]
         first_sep = (input_ids == self.config.sep_token_id).int().argmax(dim=1)[:, None]
-        # not a buffer: transformers' loader leaves non-persistent buffers uninitialised
-        special = torch.tensor(self.config.special_token_ids, dtype=input_ids.dtype, device=input_ids.device)
-        ordinary = ~torch.isin(input_ids, special) & attention_mask.bool()
+        c = self.config
+        ordinary = (
+            (input_ids != c.cls_token_id) & (input_ids != c.sep_token_id) & (input_ids != c.pad_token_id)
+        ) & attention_mask.bool()
         question = ordinary & (positions < first_sep)
         context = ordinary & (positions > first_sep)
         exact = ((input_ids[:, :, None] == input_ids[:, None, :]) & question[:, None, :]).any(-1) & context
