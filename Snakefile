@@ -7,7 +7,7 @@ from pathlib import Path
 
 from snakemake.utils import min_version
 
-from spurious.config import validate_config
+from spurious.core.config import validate_config
 
 min_version("9.27")
 
@@ -49,8 +49,11 @@ include: "rules/train.smk"
 include: "rules/predict.smk"
 include: "rules/bias.smk"
 include: "rules/debias.smk"
+include: "rules/lexical_functions.smk"
 include: "rules/lexical.smk"
+include: "rules/aflite_functions.smk"
 include: "rules/aflite.smk"
+include: "rules/spurious_functions.smk"
 include: "rules/spurious.smk"
 include: "rules/report.smk"
 

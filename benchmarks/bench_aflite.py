@@ -4,7 +4,7 @@ features, our batched torch logistic regression against scikit-learn's ``Logisti
 Run: ``python benchmarks/bench_aflite.py [--n 100000] [--d 384] [--m 64] [--t 10000] [--json OUT.json]``.
 
 The features are embedding-like: standard Gaussian with a weak label direction (held-out accuracy about 0.75).
-Both sides use the same partitions (``numpy.random.default_rng(0)``, as ``spurious.aflite.predictability_scores``
+Both sides use the same partitions (``numpy.random.default_rng(0)``, as ``spurious.aflite.filtering.predictability_scores``
 draws them), the same objective (L2, C = 1) and the same gradient tolerance (1e-4); the benchmark reports the time
 of each, their ratio, and how far the predictability scores agree (they differ only where a prediction sits on the
 decision boundary within solver tolerance). Both times include the held-out predictions. On CPU the fitting is
@@ -22,7 +22,7 @@ import time
 import numpy as np
 import torch
 
-from spurious import aflite
+from spurious.aflite import filtering as aflite
 
 
 def main() -> int:

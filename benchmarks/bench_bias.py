@@ -28,9 +28,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spurious.bias import DROP_NEGATIVE_HEURISTICS, search_thresholds
-from spurious.data import load_squad_json
-from spurious.metrics import score_predictions
+from spurious.core.data import load_squad_json
+from spurious.core.metrics import score_predictions
+from spurious.thinktwice.bias import DROP_NEGATIVE_HEURISTICS, search_thresholds
 
 DEFAULT_DATA = Path("/work/shared/data/squad_v1.1/dev-v1.1.json.gz")
 _WORD = re.compile(r"\w+")

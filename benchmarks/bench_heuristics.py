@@ -4,7 +4,7 @@ Usage::
 
     NLTK_DATA=/work/shared/nltk_data python benchmarks/bench_heuristics.py [--threads 2] [--n-baseline 200]
 
-*Ours* is :func:`spurious.heuristics.compute_heuristics` on the full file (10,570 questions), timed end to end:
+*Ours* is :func:`spurious.thinktwice.heuristics.compute_heuristics` on the full file (10,570 questions), timed end to end:
 spaCy model load, TF-IDF fit (on the dev contexts, one per question) and all seven heuristics.
 
 The *baseline* mirrors the structure of the authors' code (``isbiased/heuristics.py``): a row-wise
@@ -48,7 +48,7 @@ def run_ours(
     df: pd.DataFrame, *, threads: int, batch_size: int
 ) -> tuple[float, float, tuple[float, float], pd.DataFrame]:
     """(wall seconds for everything, of which model load, (parent, worker) CPU seconds, result)."""
-    from spurious.heuristics import HEURISTICS, compute_heuristics, load_spacy
+    from spurious.thinktwice.heuristics import HEURISTICS, compute_heuristics, load_spacy
 
     own0, children0 = _cpu_seconds()
     t0 = time.perf_counter()
@@ -67,7 +67,7 @@ def run_baseline(df: pd.DataFrame, sample: pd.DataFrame) -> tuple[float, float, 
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics.pairwise import cosine_similarity
 
-    from spurious.heuristics import SPACY_MODEL, _word_tokenize_like
+    from spurious.thinktwice.heuristics import SPACY_MODEL, _word_tokenize_like
 
     t0 = time.perf_counter()
     nlp = spacy.load(SPACY_MODEL)  # full default pipeline, as spacy.load('en_core_web_sm') in the authors' code
@@ -135,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not os.environ.get("NLTK_DATA") and DEFAULT_NLTK_DATA.exists():
         os.environ["NLTK_DATA"] = str(DEFAULT_NLTK_DATA)
-    from spurious.data import load_squad_json
+    from spurious.core.data import load_squad_json
 
     df = load_squad_json(args.data)
     n = len(df)

@@ -1,4 +1,4 @@
-"""Benchmark: instance reweighting against lexical bias (spurious.reweight.solve_weights) at SNLI scale.
+"""Benchmark: instance reweighting against lexical bias (spurious.lexical.reweight.solve_weights) at SNLI scale.
 
 Run: ``python benchmarks/bench_reweight.py [--instances N] [--features D] [--budget SECONDS] [--json PATH]``.
 
@@ -36,7 +36,7 @@ import numpy as np
 import scipy.sparse as sp
 import torch
 
-from spurious.reweight import dense_reference_weights, err, select_features, solve_weights
+from spurious.lexical.reweight import dense_reference_weights, err, select_features, solve_weights
 
 
 def synthetic_problem(

@@ -5,7 +5,7 @@ Both train the same model on the same SQuAD dev windows (the first ``--questions
 accumulation, learning rate, linear schedule, gradient clipping (1.0) and seed, on the same device; with CUDA both use
 bf16 autocast (ours: ``bf16: auto``; Trainer: ``bf16=True``), on CPU both run in fp32.
 
-* **ours** calls ``spurious.qa.train_qa`` itself (the real loop: dynamic padding in ``QAFeatures.collate``, masked
+* **ours** calls ``spurious.core.qa.train_qa`` itself (the real loop: dynamic padding in ``QAFeatures.collate``, masked
   ``qa_loss``, AdamW), once with ``group_by_length: true`` and once with ``false`` (random order, dynamic padding only).
   Timing: ``log_every: 1`` makes the loop call our ``log`` callback after every optimizer step; the callback
   synchronises CUDA and stamps ``time.perf_counter()``. Throughput is measured between the stamp of step ``--warmup``
@@ -44,9 +44,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from spurious.data import MIRROR_ENV, load_squad_json
-from spurious.models import load_qa_model, load_tokenizer, quiet_transformers
-from spurious.qa import QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
+from spurious.core.data import MIRROR_ENV, load_squad_json
+from spurious.core.models import load_qa_model, load_tokenizer, quiet_transformers
+from spurious.core.qa import QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
 
 DEFAULT_MIRROR = "/work/shared/data"
 SQUAD_DEV = "squad_v1.1/dev-v1.1.json.gz"

@@ -7,7 +7,7 @@ Reads the report's ``runs.csv`` and ``bias_models.csv`` and checks, per run, tha
 [0.2, 2.5], and that every bias model is a shortcut model (F1 gap >= 10 points, F1 on the unbiased validation
 segment < 20). Prints one line per check and exits non-zero if any fails. Not a timing: the demo's 60-minute budget
 is measured from a clean clone (docs/measured-results.md). The synthetic-shortcut floor (LMix and CReg beat plain
-training over 3 seeds) is a unit test: tests/test_debias.py.
+training over 3 seeds) is a unit test: tests/thinktwice/test_debias.py.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from spurious.debias_report import quality_floors
+from spurious.thinktwice.debias_report import quality_floors
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ rule aflite_synthetic:
             if k not in ("separations", "seeds")
         },
     script:
-        "../workflow_scripts/aflite_synthetic.py"
+        "../workflow_scripts/aflite/synthetic.py"
 
 
 rule aflite_synthetic_report:
@@ -52,7 +52,7 @@ rule aflite_synthetic_report:
     conda:
         "../envs/spurious.yaml"
     script:
-        "../workflow_scripts/aflite_synthetic_report.py"
+        "../workflow_scripts/aflite/synthetic_report.py"
 
 
 rule aflite_warmup_split:
@@ -70,7 +70,7 @@ rule aflite_warmup_split:
         fraction=lambda w: aflite_representation()["warmup"]["fraction"],
         seed=lambda w: aflite_representation()["warmup"]["seed"],
     script:
-        "../workflow_scripts/aflite_warmup_split.py"
+        "../workflow_scripts/aflite/warmup_split.py"
 
 
 rule aflite_warmup:
@@ -98,7 +98,7 @@ rule aflite_warmup:
         checkpoint_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/warmup/"
         + settings_key(aflite_warmup_settings(w)),
     script:
-        "../workflow_scripts/aflite_train.py"
+        "../workflow_scripts/aflite/train.py"
 
 
 rule aflite_embed:
@@ -125,7 +125,7 @@ rule aflite_embed:
         result_settings=rule_result_settings(aflite_embedding_settings),
         features=lambda w: AFLITE_TEXT["datasets"][w.dataset]["features"],
     script:
-        "../workflow_scripts/aflite_embed.py"
+        "../workflow_scripts/aflite/embed.py"
 
 
 rule aflite_filter:
@@ -158,7 +158,7 @@ rule aflite_filter:
         state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter/"
         + settings_key(AFLITE_TEXT["datasets"][w.dataset]["filter"]),
     script:
-        "../workflow_scripts/aflite_filter.py"
+        "../workflow_scripts/aflite/filter.py"
 
 
 rule aflite_training_sets:
@@ -179,7 +179,7 @@ rule aflite_training_sets:
     params:
         seed=lambda w: AFLITE_TEXT["random_seed"],
     script:
-        "../workflow_scripts/aflite_training_sets.py"
+        "../workflow_scripts/aflite/training_sets.py"
 
 
 rule aflite_train_classifier:
@@ -217,7 +217,7 @@ rule aflite_train_classifier:
         checkpoint_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/{w.model}/{w.train_set}/{w.inputs}/seed{w.seed}/"
         + settings_key(aflite_training_settings(w)),
     script:
-        "../workflow_scripts/aflite_train.py"
+        "../workflow_scripts/aflite/train.py"
 
 
 rule aflite_predict:
@@ -252,7 +252,7 @@ rule aflite_predict:
             else None
         ),
     script:
-        "../workflow_scripts/aflite_predict.py"
+        "../workflow_scripts/aflite/predict.py"
 
 
 rule aflite_text_report:
@@ -293,10 +293,10 @@ rule aflite_text_report:
             },
         },
     script:
-        "../workflow_scripts/aflite_text_report.py"
+        "../workflow_scripts/aflite/text_report.py"
 
 
-# Out-of-distribution evaluation (§4.1, Tables 1-2; spurious.aflite_ood): every full-input model of one AFLite
+# Out-of-distribution evaluation (§4.1, Tables 1-2; spurious.aflite.ood): every full-input model of one AFLite
 # dataset scored on other datasets' splits (HANS, the NLI Diagnostics, the stress tests), or first fine-tuned on an
 # OOD training split (Adversarial NLI's rounds, Table 2).
 
@@ -334,7 +334,7 @@ rule aflite_ood_finetune:
         checkpoint_dir=lambda w: f"results/_checkpoints/aflite/ood/{w.ood}/{w.model}/{w.train_set}/seed{w.seed}/"
         + settings_key(aflite_ood_finetune_settings(w)),
     script:
-        "../workflow_scripts/aflite_ood_finetune.py"
+        "../workflow_scripts/aflite/ood_finetune.py"
 
 
 rule aflite_ood_predict:
@@ -368,7 +368,7 @@ rule aflite_ood_predict:
             "group_names": aflite_ood(w.ood)["groups"],
         },
     script:
-        "../workflow_scripts/aflite_ood_predict.py"
+        "../workflow_scripts/aflite/ood_predict.py"
 
 
 rule aflite_ood_report:
@@ -398,4 +398,4 @@ rule aflite_ood_report:
             for name, spec in AFLITE_TEXT["ood"].items()
         },
     script:
-        "../workflow_scripts/aflite_ood_report.py"
+        "../workflow_scripts/aflite/ood_report.py"

@@ -24,7 +24,7 @@ rule bias:
         allow_too_few_rows=config["bias"]["allow_too_few_rows"],
         run=lambda w: parse_run(w.run),
     script:
-        "../workflow_scripts/bias.py"
+        "../workflow_scripts/thinktwice/bias.py"
 
 
 rule human_bias:
@@ -41,7 +41,7 @@ rule human_bias:
     conda:
         "../envs/spurious.yaml"
     script:
-        "../workflow_scripts/human_bias.py"
+        "../workflow_scripts/thinktwice/human_bias.py"
 
 
 rule segments:
@@ -71,4 +71,4 @@ rule segments:
             else None
         ),
     script:
-        "../workflow_scripts/segments.py"
+        "../workflow_scripts/thinktwice/segments.py"

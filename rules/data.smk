@@ -19,7 +19,7 @@ rule download:
         task=lambda w: config["datasets"][w.dataset]["task"],
         on_invalid=lambda w: config["datasets"][w.dataset]["on_invalid"],
     script:
-        "../workflow_scripts/download.py"
+        "../workflow_scripts/common/download.py"
 
 
 rule derive_splits:
@@ -42,7 +42,7 @@ rule derive_splits:
         task=lambda w: config["datasets"][w.dataset]["task"],
         by=lambda w: config["datasets"][w.dataset]["derive"]["by"],
     script:
-        "../workflow_scripts/derive_splits.py"
+        "../workflow_scripts/common/derive_splits.py"
 
 
 rule subset:
@@ -61,4 +61,4 @@ rule subset:
     params:
         task=lambda w: config["datasets"][w.dataset]["task"],
     script:
-        "../workflow_scripts/subset.py"
+        "../workflow_scripts/common/subset.py"

@@ -45,7 +45,7 @@ rule train_bias_model:
         result_settings=rule_result_settings(lambda w: method_settings(w, "bias_model")),
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, "biasmodel"),
     script:
-        "../workflow_scripts/train_bias_model.py"
+        "../workflow_scripts/thinktwice/train_bias_model.py"
 
 
 rule feature_logits:
@@ -75,7 +75,7 @@ rule feature_logits:
         settings=rule_settings(qa_logit_settings),
         result_settings=rule_result_settings(qa_logit_settings),
     script:
-        "../workflow_scripts/feature_logits.py"
+        "../workflow_scripts/thinktwice/feature_logits.py"
 
 
 rule train_plain:
@@ -106,7 +106,7 @@ rule train_plain:
         scale=None,
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, CONTROL),
     script:
-        "../workflow_scripts/train_debiased.py"
+        "../workflow_scripts/thinktwice/train_debiased.py"
 
 
 rule train_debiased:
@@ -139,7 +139,7 @@ rule train_debiased:
         scale=None,
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, w.method),
     script:
-        "../workflow_scripts/train_debiased.py"
+        "../workflow_scripts/thinktwice/train_debiased.py"
 
 
 # The paper's choice of the bias scale (App. B.2.4): one model per grid value addressing debias.scale_search's
@@ -185,7 +185,7 @@ rule scale_search_train:
             f"scale{w.scale}",
         ),
     script:
-        "../workflow_scripts/train_debiased.py"
+        "../workflow_scripts/thinktwice/train_debiased.py"
 
 
 rule scale_search_score:
@@ -221,7 +221,7 @@ rule scale_search_score:
         ),
         max_examples=lambda w: DEBIAS["scale_search"]["max_examples"],
     script:
-        "../workflow_scripts/scale_search_score.py"
+        "../workflow_scripts/thinktwice/scale_search_score.py"
 
 
 rule scale_search_choice:
@@ -240,7 +240,7 @@ rule scale_search_choice:
         metric=lambda w: DEBIAS["scale_search"]["metric"],
         heuristic=lambda w: DEBIAS["scale_search"]["heuristic"],
     script:
-        "../workflow_scripts/scale_search_choice.py"
+        "../workflow_scripts/thinktwice/scale_search_choice.py"
 
 
 rule bias_fixed_threshold:
@@ -268,4 +268,4 @@ rule bias_fixed_threshold:
         allow_too_few_rows=config["bias"]["allow_too_few_rows"],
         run=lambda w: parse_run(w.run),
     script:
-        "../workflow_scripts/bias_fixed.py"
+        "../workflow_scripts/thinktwice/bias_fixed.py"

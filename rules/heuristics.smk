@@ -22,4 +22,4 @@ rule heuristics:
         compat=config["heuristics"]["compat"],
         variants=config["heuristics"]["variants"],
     script:
-        "../workflow_scripts/heuristics.py"
+        "../workflow_scripts/thinktwice/heuristics.py"

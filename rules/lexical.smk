@@ -21,7 +21,7 @@ rule lexical_features:
         top_k=config["lexical"]["top_k"] if LEXICAL else None,
         stop_words=config["lexical"]["stop_words"] if LEXICAL else None,
     script:
-        "../workflow_scripts/lexical_features.py"
+        "../workflow_scripts/lexical/features.py"
 
 
 rule lexical_reweight:
@@ -45,7 +45,7 @@ rule lexical_reweight:
     params:
         reweight=config["lexical"]["reweight"] if LEXICAL else None,
     script:
-        "../workflow_scripts/lexical_reweight.py"
+        "../workflow_scripts/lexical/reweight.py"
 
 
 rule lexical_bigrams:
@@ -64,7 +64,7 @@ rule lexical_bigrams:
     params:
         bigrams=config["lexical"]["bigrams"] if LEXICAL else None,
     script:
-        "../workflow_scripts/lexical_bigrams.py"
+        "../workflow_scripts/lexical/bigrams.py"
 
 
 rule lexical_balance:
@@ -80,7 +80,7 @@ rule lexical_balance:
     conda:
         "../envs/spurious.yaml"
     script:
-        "../workflow_scripts/lexical_balance.py"
+        "../workflow_scripts/lexical/balance.py"
 
 
 rule lexical_train:
@@ -111,7 +111,7 @@ rule lexical_train:
         checkpoint_dir=lambda w: f"results/_checkpoints/lexical/{w.dataset}/{w.model}/{w.weighting}/seed{w.seed}/"
         + settings_key(lexical_training_settings(w)),
     script:
-        "../workflow_scripts/lexical_train.py"
+        "../workflow_scripts/lexical/train.py"
 
 
 rule lexical_predict:
@@ -136,7 +136,7 @@ rule lexical_predict:
         settings=rule_settings(lexical_prediction_settings),
         result_settings=rule_result_settings(lexical_prediction_settings),
     script:
-        "../workflow_scripts/lexical_predict.py"
+        "../workflow_scripts/lexical/predict.py"
 
 
 rule lexical_permutation:
@@ -157,7 +157,7 @@ rule lexical_permutation:
     params:
         counting=config["lexical"]["counting"] if LEXICAL else None,
     script:
-        "../workflow_scripts/lexical_permutation.py"
+        "../workflow_scripts/lexical/permutation.py"
 
 
 rule lexical_report:
@@ -209,4 +209,4 @@ rule lexical_report:
         err_target=LEXICAL["err_target"] if LEXICAL else None,
         run_name=config["run_name"],
     script:
-        "../workflow_scripts/lexical_report.py"
+        "../workflow_scripts/lexical/report.py"

@@ -27,7 +27,7 @@ rule predict:
         result_settings=rule_result_settings(qa_prediction_settings),
         run=lambda w: parse_run(w.run),
     script:
-        "../workflow_scripts/predict.py"
+        "../workflow_scripts/thinktwice/predict.py"
 
 
 rule human_predictions:
@@ -45,4 +45,4 @@ rule human_predictions:
     conda:
         "../envs/spurious.yaml"
     script:
-        "../workflow_scripts/human_predictions.py"
+        "../workflow_scripts/thinktwice/human_predictions.py"

@@ -45,7 +45,7 @@ rule report_tables:
         paper_names={name: m["paper_name"] for name, m in config["models"].items()},
         title=config["report"]["title"],
     script:
-        "../workflow_scripts/report_tables.py"
+        "../workflow_scripts/thinktwice/report_tables.py"
 
 
 rule debias_report:
@@ -127,7 +127,7 @@ rule debias_report:
         evaluate=config["evaluate"],
         original_matches_control=lambda w: original_matches_control(),
     script:
-        "../workflow_scripts/debias_report.py"
+        "../workflow_scripts/thinktwice/debias_report.py"
 
 
 rule figure4_report:
@@ -155,4 +155,4 @@ rule figure4_report:
     params:
         reference=lambda w: FIGURE4["reference"]["model"],
     script:
-        "../workflow_scripts/figure4_report.py"
+        "../workflow_scripts/thinktwice/figure4_report.py"

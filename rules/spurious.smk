@@ -21,7 +21,7 @@ rule spurious_pools:
         builder=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["builder"],
         pools=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["pools"],
     script:
-        "../workflow_scripts/spurious_pools.py"
+        "../workflow_scripts/spuriousbench/pools.py"
 
 
 rule spurious_build:
@@ -56,7 +56,7 @@ rule spurious_build:
             for key in ("prevalence", "strength", "target_label", "seed")
         },
     script:
-        "../workflow_scripts/spurious_build.py"
+        "../workflow_scripts/spuriousbench/build.py"
 
 
 rule spurious_train:
@@ -92,7 +92,7 @@ rule spurious_train:
         + f"{w.sb_method}/seed{w.seed}/"
         + settings_key(spurious_training_settings(w)),
     script:
-        "../workflow_scripts/spurious_train.py"
+        "../workflow_scripts/spuriousbench/train.py"
 
 
 rule spurious_predict:
@@ -120,7 +120,7 @@ rule spurious_predict:
         init=lambda w: SPURIOUSBENCH["models"][w.model]["init"],
         paper_name=lambda w: SPURIOUSBENCH["models"][w.model]["paper_name"],
     script:
-        "../workflow_scripts/spurious_predict.py"
+        "../workflow_scripts/spuriousbench/predict.py"
 
 
 rule spurious_icl:
@@ -151,7 +151,7 @@ rule spurious_icl:
         target_label=lambda w: spurious_target_label(w.dataset),
         paper_name=lambda w: SPURIOUSBENCH["models"][w.model]["paper_name"],
     script:
-        "../workflow_scripts/spurious_icl.py"
+        "../workflow_scripts/spuriousbench/icl.py"
 
 
 rule spurious_report:
@@ -197,4 +197,4 @@ rule spurious_report:
         runs=spurious_run_keys(),
         datasets=SPURIOUSBENCH["datasets"] if SPURIOUSBENCH else None,
     script:
-        "../workflow_scripts/spurious_report.py"
+        "../workflow_scripts/spuriousbench/report.py"

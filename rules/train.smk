@@ -26,4 +26,4 @@ rule train:
         result_settings=rule_result_settings(training_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/{w.model}/seed{w.seed}/{settings_key(training_settings(w))}",
     script:
-        "../workflow_scripts/train.py"
+        "../workflow_scripts/thinktwice/train.py"

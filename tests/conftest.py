@@ -24,6 +24,6 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(scope="session")
 def squad_dev():
-    from spurious.data import load_squad_json
+    from spurious.core.data import load_squad_json
 
     return load_squad_json(SQUAD_DEV)

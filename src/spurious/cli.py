@@ -38,13 +38,13 @@ from typing import Any
 
 import pandas as pd
 
-from spurious.progress import available_cores
+from spurious.core.progress import available_cores
 
 log = logging.getLogger("spurious.cli")
 
 EXIT_USAGE = 2
 
-# The heuristic names (spurious.heuristics.HEURISTICS); repeated here so that parsing arguments and the error messages
+# The heuristic names (spurious.thinktwice.heuristics.HEURISTICS); repeated here so that parsing arguments and the error messages
 # do not import the heavy module (spaCy, scikit-learn). A test checks that both agree.
 HEURISTIC_NAMES: tuple[str, ...] = ("word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos")
 COMPAT_CHOICES: tuple[str, ...] = ("isbiased",)
@@ -88,7 +88,7 @@ def load_data(path: str | os.PathLike, *, on_invalid: str = "error") -> tuple[pd
 
     ``info``: ``format`` ("squad_json" / "squad_flat_json"), ``version`` (official files), and the validation summary.
     """
-    from spurious.data import DataValidationError, load_flat_json, load_squad_json, validate_records
+    from spurious.core.data import DataValidationError, load_flat_json, load_squad_json, validate_records
 
     path = Path(path)
     payload = _read_json_file(path, "data")
@@ -201,7 +201,7 @@ def parse_variants(items: Sequence[str] | None) -> dict[str, str]:
 
 
 def _annotate_frame(frame: pd.DataFrame, args: argparse.Namespace, heuristics: list[str]) -> pd.DataFrame:
-    from spurious.heuristics import compute_heuristics
+    from spurious.thinktwice.heuristics import compute_heuristics
 
     tfidf_contexts = None
     if "cos-sim" in heuristics and args.tfidf_reference:
@@ -250,7 +250,7 @@ def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[st
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
-    from spurious.io import write_parquet
+    from spurious.core.io import write_parquet
 
     heuristics = parse_heuristics(args.heuristics)
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
@@ -275,7 +275,7 @@ def _warn_version(info: dict[str, Any]) -> None:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from spurious.metrics import evaluate, score_predictions
+    from spurious.core.metrics import evaluate, score_predictions
 
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
     _warn_version(info)
@@ -283,7 +283,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     _check_predictions(frame, predictions, str(args.predictions), args.allow_missing)
     scores = evaluate(frame, predictions, allow_missing=args.allow_missing)
     if args.per_example:
-        from spurious.io import write_parquet
+        from spurious.core.io import write_parquet
 
         per_example = score_predictions(frame, predictions, allow_missing=args.allow_missing)
         write_parquet(
@@ -338,8 +338,8 @@ def _format_threshold(value: Any) -> str:
 
 
 def cmd_bias(args: argparse.Namespace) -> int:
-    from spurious.bias import NOT_FOUND_REASONS, InsufficientRowsError, search_threshold
-    from spurious.metrics import score_predictions
+    from spurious.core.metrics import score_predictions
+    from spurious.thinktwice.bias import NOT_FOUND_REASONS, InsufficientRowsError, search_threshold
 
     heuristics = parse_heuristics(args.heuristics)
     if args.sample_size < 1 or args.iterations < 1:
@@ -380,7 +380,7 @@ def cmd_bias(args: argparse.Namespace) -> int:
         print(f"spurious bias: warning: {r['heuristic']}: no threshold ({NOT_FOUND_REASONS[r['reason']]})", file=sys.stderr)
 
     if args.json:
-        from spurious.io import write_json
+        from spurious.core.io import write_json
 
         write_json(results, args.json)
     table = bias_summary(results)
@@ -405,7 +405,7 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spurious import report
+    from spurious.thinktwice import report
 
     for p in args.results:
         if not Path(p).exists():
@@ -437,8 +437,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 
 def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) -> pd.DataFrame:
     """A classification data file (normalised parquet, HF parquet export, GLUE TSV), validated strictly."""
-    from spurious import classification
-    from spurious.data import DataValidationError
+    from spurious.core import classification
+    from spurious.core.data import DataValidationError
 
     file = Path(path)
     if not file.is_file():
@@ -507,7 +507,7 @@ def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
 
 
 def cmd_lexical_test(args: argparse.Namespace) -> int:
-    from spurious import lexical
+    from spurious.lexical import features as lexical
 
     train = load_classification_file(args.train, args)
     test = load_classification_file(args.test, args)
@@ -533,7 +533,7 @@ def cmd_lexical_test(args: argparse.Namespace) -> int:
     result.update(train=str(args.train), test=str(args.test), predictions=str(args.predictions),
                   counting=args.counting, top_k=args.top_k, stop_words=args.stop_words)
     if args.json:
-        from spurious.io import write_json
+        from spurious.core.io import write_json
 
         write_json(dict(result, features=top.to_dict(orient="records")), args.json)
     print(json.dumps({k: v for k, v in result.items() if k != "p"}, default=float))

@@ -1,0 +1,156 @@
+# Helper functions of rules/aflite.smk (input functions, run lists, report targets); the Snakefile includes
+# this file before the rules, and `all` calls its report-target function.
+
+AFLITE = config.get("aflite")
+
+
+def aflite_synthetic_files():
+    syn = AFLITE["synthetic"]
+    return [
+        f"results/aflite/synthetic/sep{separation}/seed{seed}.json"
+        for separation in syn["separations"]
+        for seed in syn["seeds"]
+    ]
+
+
+def aflite_report_files():
+    files = []
+    if AFLITE["synthetic"] is not None:
+        files += expand(
+            "results/report/aflite/{name}",
+            name=["table7.csv", "table7.md", "figure2.png", "figure2.svg"],
+        )
+    if AFLITE_TEXT:
+        files += expand(
+            "results/report/aflite/{name}",
+            name=AFLITE_TEXT_REPORT,
+        )
+        if AFLITE_TEXT["ood"]:
+            files += ["results/report/aflite/ood.csv", "results/report/aflite/ood.md"]
+    return files
+
+
+# AFLite's text experiments (rules/aflite.smk): results/aflite/text/<dataset>/...
+
+AFLITE_TEXT = (AFLITE or {}).get("text")
+AFLITE_TEXT_REPORT = [
+    "text_tables.csv",
+    "text_tables.md",
+    "text_accuracy.csv",
+    "text_accuracy.md",
+    "text_iterations.png",
+    "text_iterations.svg",
+]
+
+
+def aflite_representation():
+    return AFLITE_TEXT["representation"]
+
+
+def aflite_train_split(dataset):
+    return split_file(dataset, AFLITE_TEXT["datasets"][dataset]["train"])
+
+
+def aflite_dev_split(dataset):
+    return split_file(dataset, AFLITE_TEXT["datasets"][dataset]["dev"])
+
+
+def aflite_pool(dataset):
+    """D: the training split less the warm-up fraction (which is discarded), or all of it without a warm-up."""
+    if aflite_representation()["source"] == "warmup":
+        return f"results/aflite/text/{dataset}/data/pool.parquet"
+    return aflite_train_split(dataset)
+
+
+def aflite_embedding_settings(wildcards):
+    return {k: v for k, v in aflite_representation().items() if k != "warmup"}
+
+
+def aflite_warmup_settings(wildcards):
+    warmup = aflite_representation()["warmup"]
+    return dict(warmup["training"], seed=warmup["seed"])
+
+
+def aflite_embed_inputs(wildcards):
+    files = {
+        "pool": aflite_pool(wildcards.dataset),
+        "dev": aflite_dev_split(wildcards.dataset),
+    }
+    if aflite_representation()["source"] == "warmup":
+        files["model"] = f"results/aflite/text/{wildcards.dataset}/warmup/model"
+    return files
+
+
+def aflite_training_settings(wildcards):
+    return dict(
+        AFLITE_TEXT["models"][wildcards.model]["training"], seed=int(wildcards.seed)
+    )
+
+
+def aflite_prediction_settings(wildcards):
+    return prediction_settings(
+        aflite_training_settings(wildcards), CLASSIFIER_PREDICTION_KEYS
+    )
+
+
+def aflite_text_runs():
+    """'<dataset>/<model>/<train_set>/<inputs>/seed<seed>' for every classifier of the text experiments."""
+    runs = []
+    for dataset, spec in AFLITE_TEXT["datasets"].items():
+        inputs = ["full"] + (["partial"] if spec["partial_input"] else [])
+        for model, m in AFLITE_TEXT["models"].items():
+            for train_set in m["train_sets"]:
+                for kind in inputs:
+                    for seed in m["seeds"]:
+                        runs.append(f"{dataset}/{model}/{train_set}/{kind}/seed{seed}")
+    return runs
+
+
+def aflite_text_report_inputs(wildcards):
+    files = {}
+    for run in aflite_text_runs():
+        dataset, rest = run.split("/", 1)
+        key = "metrics__" + "__".join(run.split("/"))
+        files[key] = f"results/aflite/text/{dataset}/predictions/{rest}.metrics.json"
+    for dataset in AFLITE_TEXT["datasets"]:
+        files[f"iterations__{dataset}"] = (
+            f"results/aflite/text/{dataset}/filter/iterations.csv"
+        )
+        files[f"filter__{dataset}"] = (
+            f"results/aflite/text/{dataset}/filter/summary.json"
+        )
+    return files
+
+
+# AFLite's out-of-distribution sets (rules/aflite.smk): results/aflite/ood/<set>/...
+
+
+def aflite_ood(name):
+    return AFLITE_TEXT["ood"][name]
+
+
+def aflite_ood_model(wildcards):
+    """The model an OOD set scores: fine-tuned on the set's training split, or the AFLite text model itself."""
+    spec = aflite_ood(wildcards.ood)
+    if spec["finetune"]:
+        return f"results/aflite/ood/{wildcards.ood}/finetuned/{wildcards.model}/{wildcards.train_set}/seed{wildcards.seed}/model"
+    return f"results/aflite/text/{spec['models_from']}/models/{wildcards.model}/{wildcards.train_set}/full/seed{wildcards.seed}/model"
+
+
+def aflite_ood_finetune_settings(wildcards):
+    spec = aflite_ood(wildcards.ood)["finetune"]
+    return dict(aflite_training_settings(wildcards), **spec["training"])
+
+
+def aflite_ood_metrics_files():
+    """Every (OOD set, model, train set, seed, split) metrics file."""
+    files = []
+    for name, spec in AFLITE_TEXT["ood"].items():
+        for model, m in AFLITE_TEXT["models"].items():
+            for train_set in m["train_sets"]:
+                for seed in m["seeds"]:
+                    for split in spec["splits"]:
+                        files.append(
+                            f"results/aflite/ood/{name}/predictions/{model}/{train_set}/seed{seed}/{split}.metrics.json"
+                        )
+    return files

@@ -1,0 +1,307 @@
+"""AFLite (Le Bras et al., ICML 2020): adversarial filtering of dataset biases by predictability scores.
+
+Algorithm 1 of the paper (reference-notes §E), on pre-computed representations Φ(X):
+
+* **Predictability scores.** ``m`` random partitions of the current set S, each into a training part of size ``t``
+  and the held-out rest; a linear classifier per partition is fitted on the training part and predicts the held-out
+  part only. p̃(i) = (correct out-of-sample predictions of i) / (out-of-sample predictions of i); an instance never
+  held out has no score (NaN), never a 0 (a pitfall of third-party scripts that average in-train rounds as 0).
+* **Filtering.** Remove up to ``k`` instances with the highest p̃ among those with p̃ ≥ τ (``greedy``), or draw them
+  with probability proportional to p̃ (``sample``: the slice sampling of App. A.1 (C), Gumbel top-k over log p̃,
+  seeded); stop when fewer than ``k`` pass τ or when |S| ≤ n.
+
+The ``m`` classifiers of one iteration are fitted together: a batched multinomial logistic regression in torch
+(GPU when present), whose objective is scikit-learn's ``LogisticRegression`` (L2 penalty ½‖W‖² on the weights, not
+the intercept, plus ``C`` × the summed cross-entropy), minimised by L-BFGS. The classifiers are independent, so
+minimising the sum of their objectives fits each one.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from spurious.core.training import pick_device
+
+log = logging.getLogger(__name__)
+SELECTIONS = ("greedy", "sample")
+
+
+def fit_logistic_batched(
+    features: torch.Tensor,
+    labels: torch.Tensor,
+    train_rows: torch.Tensor,
+    n_classes: int,
+    *,
+    C: float = 1.0,  # noqa: N803 - scikit-learn's name for the inverse regularisation strength
+    max_iter: int = 100,
+    tol: float = 1e-6,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Fit one multinomial logistic regression per row of ``train_rows`` ([m, t] indices into ``features`` [n, d]).
+
+    Objective per classifier: ``½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` (scikit-learn's).
+    The training rows are gathered once ([m, t, d]), so an evaluation costs m·t·d, not m·n·d.
+    Returns (W [m, d, C], b [m, C]) in the features' dtype."""
+    if features.shape[0] != labels.shape[0]:
+        raise ValueError(f"features ({features.shape[0]}) and labels ({labels.shape[0]}) differ in rows")
+    m, t = train_rows.shape
+    d = features.shape[1]
+    x = features[train_rows]  # [m, t, d]
+    one_hot = torch.nn.functional.one_hot(labels[train_rows], n_classes).to(features.dtype)  # [m, t, C]
+    weight = torch.zeros(m, d, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
+    bias = torch.zeros(m, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
+    scale = 1.0 / t  # an O(1) objective for L-BFGS whatever t is
+
+    def objective() -> torch.Tensor:
+        logits = torch.bmm(x, weight) + bias[:, None, :]
+        ce = -(one_hot * torch.log_softmax(logits, dim=-1)).sum()
+        return scale * (0.5 * (weight**2).sum() + C * ce)
+
+    optimizer = torch.optim.LBFGS(
+        [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol * 1e-3,
+        history_size=20, line_search_fn="strong_wolfe",
+    )
+
+    def closure() -> torch.Tensor:
+        optimizer.zero_grad()
+        value = objective()
+        value.backward()
+        return value
+
+    optimizer.step(closure)
+    return weight.detach(), bias.detach()
+
+
+@dataclass
+class Scores:
+    """One filtering phase: p̃ per instance of S (NaN where never held out), how many out-of-sample predictions each
+    got, and the mean held-out accuracy of the m classifiers."""
+
+    predictability: np.ndarray
+    n_predictions: np.ndarray
+    mean_heldout_accuracy: float
+
+
+def predictability_scores(
+    features: np.ndarray | torch.Tensor,
+    labels: np.ndarray,
+    *,
+    m: int,
+    t: int,
+    seed: int,
+    C: float = 1.0,  # noqa: N803
+    max_iter: int = 100,
+    tol: float = 1e-4,
+    device: str = "auto",
+    n_classes: int | None = None,
+) -> Scores:
+    """Algorithm 1's filtering phase: m random partitions with training parts of size t, out-of-sample predictions
+    only. The partitions are drawn from ``numpy.random.default_rng(seed)``; ``tol`` is the gradient tolerance
+    (scikit-learn's default 1e-4 on the same, per-training-example objective)."""
+    y = np.asarray(labels, dtype=np.int64)
+    n = len(y)
+    if not 0 < t < n:
+        raise ValueError(f"the training part t ({t}) must lie between 0 and |S| ({n}) exclusive")
+    if m < 1:
+        raise ValueError(f"m must be at least 1, got {m}")
+    classes = int(n_classes if n_classes is not None else y.max() + 1)
+    dev = pick_device(device)
+    x = torch.as_tensor(np.asarray(features), dtype=torch.float32, device=dev)
+    if x.ndim != 2 or x.shape[0] != n:
+        raise ValueError(f"features must be a 2-d array with one row per label ({n}), got shape {tuple(x.shape)}")
+    rng = np.random.default_rng(seed)
+    rows = np.stack([rng.choice(n, size=t, replace=False) for _ in range(m)])
+    masks = np.zeros((m, n), dtype=bool)
+    np.put_along_axis(masks, rows, True, axis=1)
+    y_t = torch.as_tensor(y, device=dev)
+    weight, bias = fit_logistic_batched(
+        x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter, tol=tol
+    )
+    with torch.no_grad():
+        predicted = (torch.einsum("nd,mdc->mnc", x, weight) + bias[:, None, :]).argmax(-1).cpu().numpy()  # [m, n]
+    heldout = ~masks
+    correct = (predicted == y[None, :]) & heldout
+    n_predictions = heldout.sum(axis=0)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        p = np.where(n_predictions > 0, correct.sum(axis=0) / np.maximum(n_predictions, 1), np.nan)
+    accuracy = float(correct.sum() / heldout.sum())
+    return Scores(p, n_predictions, accuracy)
+
+
+def select_greedy(scores: np.ndarray, *, k: int, tau: float) -> np.ndarray:
+    """Up to ``k`` positions with the highest p̃ among those with p̃ ≥ τ (NaN never qualifies); ties by position."""
+    eligible = np.flatnonzero(np.nan_to_num(scores, nan=-1.0) >= tau)
+    order = eligible[np.lexsort((eligible, -scores[eligible]))]
+    return np.sort(order[:k])
+
+
+def select_sample(scores: np.ndarray, *, k: int, tau: float, rng: np.random.Generator) -> np.ndarray:
+    """Slice sampling (App. A.1 (C)): up to ``k`` of the positions with p̃ ≥ τ, drawn without replacement with
+    probability proportional to p̃ (Gumbel top-k over log p̃)."""
+    eligible = np.flatnonzero(np.nan_to_num(scores, nan=-1.0) >= tau)
+    if len(eligible) <= k:
+        return eligible
+    with np.errstate(divide="ignore"):
+        keys = np.log(scores[eligible]) + rng.gumbel(size=len(eligible))
+    return np.sort(eligible[np.argsort(-keys, kind="stable")[:k]])
+
+
+@dataclass
+class AFLiteResult:
+    kept: np.ndarray  # positions (into the input) of the instances kept, ascending
+    iterations: list[dict[str, Any]] = field(default_factory=list)  # size, removed, mean held-out accuracy, seconds
+    scores: list[np.ndarray] = field(default_factory=list)  # p̃ over the input per iteration (NaN outside S)
+    stopped: str = ""
+
+
+def aflite(
+    features: np.ndarray,
+    labels: np.ndarray,
+    *,
+    n: int,
+    m: int,
+    t: int,
+    k: int,
+    tau: float,
+    seed: int = 0,
+    selection: str = "greedy",
+    C: float = 1.0,  # noqa: N803
+    max_iter: int = 100,
+    device: str = "auto",
+    log_fn: Callable[[str], None] | None = None,
+    state_dir: str | os.PathLike | None = None,
+) -> AFLiteResult:
+    """Algorithm 1: filter until |S| ≤ n or fewer than k instances reach τ. Iteration ``i`` draws its partitions
+    with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is reproducible.
+
+    ``state_dir``: every finished iteration is saved there (atomically), and a later call with the same data and
+    settings resumes after the last saved one, giving the result an uninterrupted run gives. Another dataset or
+    other settings in the same folder is an error, not a silent restart."""
+    if selection not in SELECTIONS:
+        raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
+    if k < 1 or not 0.0 <= tau <= 1.0:
+        raise ValueError(f"k must be positive and tau in [0, 1], got k={k}, tau={tau}")
+    if not 0 < t < n:
+        raise ValueError(f"Algorithm 1 needs 0 < t < n (the training part must fit in every S); got t={t}, n={n}")
+    emit = log_fn or log.info
+    y = np.asarray(labels, dtype=np.int64)
+    n_classes = int(y.max() + 1)
+    x = np.asarray(features, dtype=np.float32)
+    current = np.arange(len(y))
+    result = AFLiteResult(kept=current)
+    iteration = 0
+    state = None
+    if state_dir is not None:
+        fingerprint = {
+            "n": n, "m": m, "t": t, "k": k, "tau": tau, "seed": seed, "selection": selection, "C": C,
+            "max_iter": max_iter, "data_sha256": _data_sha256(x, y),
+        }
+        state = _IterationState(Path(state_dir), fingerprint)
+        for record, full in state.load():
+            result.iterations.append(record)
+            result.scores.append(full)
+            current = np.setdiff1d(current, np.asarray(record["removed_positions"], dtype=np.int64))
+        iteration = len(result.iterations)
+        if iteration:
+            emit(f"AFLite resumed after iteration {iteration - 1} from {state_dir}: |S| = {len(current)}")
+    # the k rule: an iteration that removed fewer than k instances is the last one (also when it was saved)
+    stopped_on_k = bool(result.iterations) and result.iterations[-1]["removed"] < k
+    while not stopped_on_k and len(current) > n:
+        t0 = time.perf_counter()
+        scores = predictability_scores(
+            x[current], y[current], m=m, t=t, seed=seed * 1_000_003 + iteration, C=C, max_iter=max_iter,
+            device=device, n_classes=n_classes,
+        )
+        if selection == "greedy":
+            picked = select_greedy(scores.predictability, k=k, tau=tau)
+        else:
+            picked = select_sample(
+                scores.predictability, k=k, tau=tau, rng=np.random.default_rng([seed, iteration, 1])
+            )
+        full = np.full(len(y), np.nan)
+        full[current] = scores.predictability
+        result.scores.append(full)
+        removed = current[picked]
+        current = np.setdiff1d(current, removed)
+        result.iterations.append(
+            {
+                "iteration": iteration,
+                "size_before": int(len(current) + len(removed)),
+                "removed": int(len(removed)),
+                "size_after": int(len(current)),
+                "mean_heldout_accuracy": scores.mean_heldout_accuracy,
+                "n_above_tau": int(np.sum(np.nan_to_num(scores.predictability, nan=-1.0) >= tau)),
+                "seconds": time.perf_counter() - t0,
+                "removed_positions": removed.tolist(),
+            }
+        )
+        if state is not None:
+            state.save(result.iterations[-1], full)
+        emit(
+            f"AFLite iteration {iteration}: |S| {len(current) + len(removed)} -> {len(current)}, removed "
+            f"{len(removed)} (p >= {tau}: {result.iterations[-1]['n_above_tau']}), mean held-out accuracy "
+            f"{scores.mean_heldout_accuracy:.4f}, {result.iterations[-1]['seconds']:.1f}s"
+        )
+        iteration += 1
+        stopped_on_k = len(removed) < k
+    result.stopped = (
+        f"fewer than k={k} instances reach tau={tau}" if stopped_on_k else f"|S| = {len(current)} <= n = {n}"
+    )
+    result.kept = current
+    emit(f"AFLite stopped: {result.stopped}; kept {len(current)} of {len(y)}")
+    return result
+
+
+
+def _data_sha256(features: np.ndarray, labels: np.ndarray) -> str:
+    digest = hashlib.sha256(np.ascontiguousarray(features).tobytes())
+    digest.update(np.ascontiguousarray(labels).tobytes())
+    return digest.hexdigest()
+
+
+class _IterationState:
+    """One ``iteration_NNNNN.npz`` per finished iteration (its record and p̃ over the input) beside a
+    ``settings.json`` naming the data and settings they belong to."""
+
+    def __init__(self, folder: Path, fingerprint: dict[str, Any]) -> None:
+        self.folder = folder
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = folder / "settings.json"
+        if settings.exists():
+            saved = json.loads(settings.read_text())
+            if saved != fingerprint:
+                changed = sorted(key for key in fingerprint if saved.get(key) != fingerprint[key])
+                raise ValueError(
+                    f"{folder}: saved AFLite iterations belong to other data or settings (differs in {changed}); "
+                    "delete the folder to start again"
+                )
+        else:
+            tmp = settings.with_suffix(".json.tmp")
+            tmp.write_text(json.dumps(fingerprint, sort_keys=True))
+            os.replace(tmp, settings)
+
+    def load(self) -> list[tuple[dict[str, Any], np.ndarray]]:
+        saved = []
+        for i, path in enumerate(sorted(self.folder.glob("iteration_*.npz"))):
+            if path.name != f"iteration_{i:05d}.npz":
+                raise ValueError(f"{self.folder}: saved iterations are not consecutive at {path.name}")
+            with np.load(path) as archive:
+                saved.append((json.loads(str(archive["record"])), archive["scores"]))
+        return saved
+
+    def save(self, record: dict[str, Any], scores: np.ndarray) -> None:
+        path = self.folder / f"iteration_{record['iteration']:05d}.npz"
+        tmp = path.with_name(path.name + ".tmp")
+        with open(tmp, "wb") as f:
+            np.savez(f, record=np.asarray(json.dumps(record)), scores=scores)
+        os.replace(tmp, path)

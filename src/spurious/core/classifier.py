@@ -1,0 +1,692 @@
+"""Sequence classification: fine-tuning with per-example loss weights and resumable checkpoints, and prediction.
+
+Any ``AutoModelForSequenceClassification``-compatible checkpoint works (``embedded:all-MiniLM-L6-v2`` offline). The
+loop is ``spurious.core.training``'s: AdamW + linear schedule with warmup, gradient clipping, a data order that is a pure
+function of (seed, epoch), exact resumption from the newest checkpoint after preemption, CUDA + bf16 autocast when
+available. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and
+the model of the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
+``eval_every`` optimizer steps (or at every epoch end) and after the last step, and the model of the best evaluation
+is saved (SpuriousBench, App. A: "evaluate the best checkpoint based on the dev set accuracy").
+
+Prompt-based fine-tuning (``prompt``, ``spurious.core.prompt``): the model is a masked LM, the texts are templated around
+its mask token, and the logits are its word logits at the mask restricted to the label words; the saved model
+directory holds the masked LM and ``prompt.json``, which ``predict_classifier`` detects.
+
+Loss weights (the paper's reweighting, §5.1): each example's cross-entropy is multiplied by its weight and the batch
+loss is the mean over the batch, so weights ``q_i·|D|`` (mean 1) keep the loss on the scale of unweighted training.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import os
+import signal
+import time
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+
+from spurious.core.config import RUNTIME_SETTINGS
+from spurious.core.logits import ids_sha256
+from spurious.core.models import load_config, load_tokenizer, quiet_transformers, resolve_model
+from spurious.core.prompt import (
+    PROMPT_FILE,
+    PromptClassifier,
+    PromptSpec,
+    encode_prompts,
+    label_word_ids,
+    load_masked_lm,
+    read_prompt_file,
+)
+from spurious.core.training import (
+    PreemptionGuard,
+    StopRequested,
+    TrainingPreempted,
+    autocast,
+    cpu_copy,
+    epoch_order,
+    fill_settings,
+    format_eta,
+    latest_checkpoint,
+    param_groups,
+    pick_device,
+    restore_checkpoint,
+    save_checkpoint,
+    save_model_dir,
+    seed_everything,
+    use_bf16,
+)
+
+logger = logging.getLogger(__name__)
+LogFn = Callable[[str], None]
+
+DEFAULT_SETTINGS: dict[str, Any] = {
+    "learning_rate": 2e-5,
+    "batch_size": 32,
+    "gradient_accumulation_steps": 1,
+    "epochs": 3,
+    "max_steps": None,
+    "warmup_ratio": 0.0,
+    "weight_decay": 0.0,
+    "max_grad_norm": 1.0,
+    "max_length": 128,
+    "group_by_length": False,
+    "checkpoint_every": 200,
+    "seed": 0,
+    "device": "auto",
+    "bf16": "auto",
+    "threads": None,
+    "log_every": 50,
+    "eval_batch_size": 128,
+    # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
+    "eval_every": None,
+}
+_RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
+_NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
+EVAL_EVERY_EPOCH = "epoch"
+INIT_MODES = ("pretrained", "scratch")
+# "bitfit" (Ben-Zaken et al. 2022; SpuriousBench App. A): only the bias terms and the new classification head train
+TRAINABLE = ("all", "bitfit")
+PREDICTION_COLUMNS = ("id", "label", "prediction", "correct", "probabilities")
+
+
+def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+    """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default) and an
+    ``eval_every`` that is not None, a positive integer or ``"epoch"``."""
+    s = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
+    every = s["eval_every"]
+    valid_int = isinstance(every, int | np.integer) and not isinstance(every, bool) and every >= 1
+    if not (every is None or valid_int or every == EVAL_EVERY_EPOCH):
+        raise ValueError(
+            f"classification setting eval_every must be null, a positive number of optimizer steps or "
+            f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
+        )
+    return s
+
+
+@dataclass
+class Encoded:
+    """Tokenised examples (unpadded); batches are padded when collated."""
+
+    input_ids: list[list[int]]
+    token_type_ids: list[list[int]] | None
+    labels: np.ndarray
+    pad_token_id: int
+    # prompt-based encodings: the index of each row's mask token (collated as ``mask_positions``)
+    mask_positions: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.input_ids)
+
+    @property
+    def lengths(self) -> np.ndarray:
+        return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
+
+    def collate(self, rows: Sequence[int] | np.ndarray) -> dict[str, torch.Tensor]:
+        width = max(len(self.input_ids[r]) for r in rows)
+        ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), width), dtype=torch.long)
+        types = torch.zeros((len(rows), width), dtype=torch.long) if self.token_type_ids is not None else None
+        for k, r in enumerate(rows):
+            n = len(self.input_ids[r])
+            ids[k, :n] = torch.tensor(self.input_ids[r])
+            mask[k, :n] = 1
+            if types is not None:
+                types[k, :n] = torch.tensor(self.token_type_ids[r])
+        batch = {"input_ids": ids, "attention_mask": mask}
+        if types is not None:
+            batch["token_type_ids"] = types
+        if self.mask_positions is not None:
+            batch["mask_positions"] = torch.from_numpy(self.mask_positions[np.asarray(rows)])
+        return batch
+
+
+def encode(frame: pd.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
+    """Tokenise ``text_a`` (and ``text_b`` for pair tasks) with truncation to ``max_length`` tokens."""
+    a = frame["text_a"].astype(str).tolist()
+    b = frame["text_b"].tolist() if frame["text_b"].notna().any() else None
+    enc = tokenizer(a, [str(x) for x in b] if b is not None else None, truncation=True, max_length=max_length)
+    return Encoded(
+        input_ids=enc["input_ids"],
+        token_type_ids=enc.get("token_type_ids"),
+        labels=frame["label"].to_numpy(dtype=np.int64),
+        pad_token_id=int(tokenizer.pad_token_id or 0),
+    )
+
+
+def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: PromptSpec | None) -> Encoded:
+    """``encode`` without a prompt; with one, the templated rows (``spurious.core.prompt.encode_prompts``: the mask is
+    kept in every row) and their mask positions."""
+    if prompt is None:
+        return encode(frame, tokenizer, max_length)
+    enc = encode_prompts(frame, tokenizer, prompt, max_length)
+    if enc.n_truncated:
+        logger.info(
+            "prompt encoding: %d of %d rows were truncated to %d tokens", enc.n_truncated, len(frame), max_length
+        )
+    return Encoded(
+        input_ids=enc.input_ids,
+        token_type_ids=enc.token_type_ids,
+        labels=frame["label"].to_numpy(dtype=np.int64),
+        pad_token_id=int(tokenizer.pad_token_id or 0),
+        mask_positions=enc.mask_positions,
+    )
+
+
+@torch.no_grad()
+def class_probabilities(
+    model: torch.nn.Module,
+    data: Encoded,
+    *,
+    n_labels: int,
+    batch_size: int,
+    device: torch.device,
+    bf16: bool,
+    should_stop: Callable[[], bool] | None = None,
+) -> np.ndarray:
+    """The softmax over the labels for every row of ``data``, (rows, n_labels) float64, in batches of similar length.
+
+    The caller puts the model in eval mode. ``should_stop`` is polled before every batch: when it answers True the
+    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming)."""
+    order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
+    probs = np.zeros((len(data), n_labels), dtype=np.float64)
+    for lo in range(0, len(order), batch_size):
+        if should_stop is not None and should_stop():
+            raise StopRequested
+        rows = order[lo : lo + batch_size]
+        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        with autocast(device, bf16):
+            logits = model(**batch).logits
+        probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
+    return probs
+
+
+def bitfit(model: torch.nn.Module) -> int:
+    """Freeze every parameter of ``model`` except the bias terms and the task head (the parameters outside the
+    pretrained base model, ``model.base_model_prefix``: e.g. BERT's ``classifier``), as BitFit trains them; returns
+    the number of trainable parameters. ValueError for a model without a base-model prefix or without biases."""
+    prefix = getattr(model, "base_model_prefix", "")
+    names = [n for n, _ in model.named_parameters()]
+    if not prefix or not any(n.startswith(prefix + ".") for n in names):
+        raise ValueError(f"BitFit: {type(model).__name__} has no base model ({prefix!r}) to tell its head apart")
+    n_trainable = 0
+    for name, param in model.named_parameters():
+        train = name.endswith("bias") or not name.startswith(prefix + ".")
+        param.requires_grad_(train)
+        n_trainable += param.numel() if train else 0
+    if not any(n.endswith("bias") and n.startswith(prefix + ".") for n in names):
+        raise ValueError(f"BitFit: {type(model).__name__} has no bias terms in its base model")
+    return n_trainable
+
+
+def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
+    """Mean over the batch of ``weight_i · CE_i`` (plain mean cross-entropy without weights); in float32."""
+    per_example = torch.nn.functional.cross_entropy(logits.float(), labels, reduction="none")
+    if weights is not None:
+        per_example = per_example * weights
+    return per_example.mean()
+
+
+def load_classifier(name_or_path: str | os.PathLike, *, label_names: Sequence[str], from_scratch: bool = False) -> Any:
+    """An ``AutoModelForSequenceClassification`` with ``len(label_names)`` outputs; a fresh head is reported in one
+    line. ``from_scratch``: the checkpoint's architecture with random weights (the no-pretraining control)."""
+    from transformers import AutoModelForSequenceClassification
+
+    labels = {"num_labels": len(label_names), "id2label": dict(enumerate(label_names))}
+    labels["label2id"] = {n: i for i, n in enumerate(label_names)}
+    if from_scratch:
+        config = load_config(name_or_path)
+        for key, value in labels.items():
+            setattr(config, key, value)
+        logger.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
+        with quiet_transformers():
+            return AutoModelForSequenceClassification.from_config(config)
+    with quiet_transformers():
+        model, info = AutoModelForSequenceClassification.from_pretrained(
+            resolve_model(name_or_path), output_loading_info=True, **labels
+        )
+    missing = sorted(info.get("missing_keys") or [])
+    if missing:
+        logger.info("%s: newly initialised weights (%s); trained by fine-tuning", name_or_path, ", ".join(missing[:6]))
+    return model
+
+
+@dataclass
+class _TrainState:
+    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``); fields
+    added later have defaults, so checkpoints written before them still load."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0
+    train_losses: list[dict[str, float]] = field(default_factory=list)
+    wall_time_s: float = 0.0
+    fingerprint: str = ""
+    # with eval_every: every evaluation's {step, accuracy}, the best one (the earliest on ties), the last step seen
+    eval_history: list[dict[str, float]] = field(default_factory=list)
+    best_step: int | None = None
+    best_eval_accuracy: float | None = None
+    last_eval_step: int = 0
+
+
+class _TokenizerWithPrompt:
+    """The tokenizer, saving ``prompt.json`` beside its files: ``save_model_dir`` saves the tokenizer into the
+    temporary folder it renames into place, so the model folder appears complete (model, tokenizer, prompt) or not at
+    all."""
+
+    def __init__(self, tokenizer: Any, prompt_meta: Mapping[str, Any]) -> None:
+        self.tokenizer, self.prompt_meta = tokenizer, dict(prompt_meta)
+
+    def save_pretrained(self, path: str | os.PathLike) -> Any:
+        saved = self.tokenizer.save_pretrained(path)
+        (Path(path) / PROMPT_FILE).write_text(json.dumps(self.prompt_meta, indent=2) + "\n")
+        return saved
+
+
+def _weights_sha(weights: np.ndarray | None) -> str | None:
+    if weights is None:
+        return None
+    return hashlib.sha256(np.ascontiguousarray(weights, dtype=np.float64).tobytes()).hexdigest()[:16]
+
+
+def _sha_labels(labels: np.ndarray) -> str:
+    return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+def train_classifier(
+    train_frame: pd.DataFrame,
+    *,
+    model_name_or_path: str,
+    output_dir: str | os.PathLike,
+    checkpoint_dir: str | os.PathLike,
+    settings: Mapping[str, Any] | None = None,
+    weights: np.ndarray | None = None,
+    init: str = "pretrained",
+    log: LogFn | None = None,
+    eval_frame: pd.DataFrame | None = None,
+    prompt: PromptSpec | None = None,
+    trainable: str = "all",
+) -> dict[str, Any]:
+    """Fine-tune a classifier on a classification frame; save model + tokenizer + ``training_state.json``.
+
+    ``trainable``: ``"all"`` (default) or ``"bitfit"``: only the bias terms of the model and the newly initialised
+    classification head train (BitFit), every other weight stays as loaded; not with ``prompt``.
+
+    ``weights`` (one per row of ``train_frame``, nonnegative) multiply each example's loss. Resumes exactly from the
+    newest checkpoint in ``checkpoint_dir`` (same data order, optimizer, schedule and RNG); a checkpoint of another
+    run (other data, weights, settings, dev frame or prompt) is refused. The caller deletes ``checkpoint_dir`` after
+    success.
+
+    ``eval_frame`` (required by, and requiring, the setting ``eval_every``): its accuracy is measured every
+    ``eval_every`` optimizer steps (or at every epoch end for ``"epoch"``) and after the last step, in eval mode; the
+    saved model is the one of the highest accuracy (the earliest on ties), kept in the checkpoints so that a
+    preempted and resumed run saves the same model. The summary records ``eval_history`` ([{step, accuracy}]),
+    ``best_step``, ``best_eval_accuracy`` and ``saved_step`` (= ``best_step``).
+
+    ``prompt``: prompt-based fine-tuning of a masked LM (``spurious.core.prompt``); the checkpoint must hold a masked-LM
+    head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words and
+    their ids, label names)."""
+    s = resolve_settings(settings)
+    emit = log or logger.info
+    if init not in INIT_MODES:
+        raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
+    if trainable not in TRAINABLE:
+        raise ValueError(f"train_classifier: unknown trainable {trainable!r}; known: {', '.join(TRAINABLE)}")
+    if trainable != "all" and prompt is not None:
+        raise ValueError("train_classifier: BitFit (trainable='bitfit') is for a classification head, not a prompt")
+    if len(train_frame) == 0:
+        raise ValueError("the training frame is empty")
+    eval_every = s["eval_every"]
+    if eval_every is not None and eval_frame is None:
+        raise ValueError(f"the classification setting eval_every ({eval_every!r}) needs an eval_frame (the dev set)")
+    if eval_frame is not None and eval_every is None:
+        raise ValueError("an eval_frame was given but the classification setting eval_every is null: set it")
+    label_names = list(train_frame.attrs["label_names"])
+    if eval_frame is not None:
+        if len(eval_frame) == 0:
+            raise ValueError("the eval frame is empty")
+        if list(eval_frame.attrs.get("label_names") or []) != label_names:
+            raise ValueError(
+                f"the eval frame's labels {eval_frame.attrs.get('label_names')} differ from the training frame's "
+                f"{label_names}"
+            )
+    if prompt is not None and len(prompt.label_words) != len(label_names):
+        raise ValueError(
+            f"the prompt has {len(prompt.label_words)} label words {list(prompt.label_words)} but the data has "
+            f"{len(label_names)} labels {label_names}"
+        )
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(train_frame),) or not np.all(np.isfinite(weights)) or (weights < 0).any():
+            raise ValueError(
+                f"weights must be {len(train_frame)} finite nonnegative numbers (one per training example), got "
+                f"shape {weights.shape}"
+            )
+    t_start = time.perf_counter()
+    if s["threads"]:
+        torch.set_num_threads(int(s["threads"]))
+    device = pick_device(s["device"])
+    bf16 = use_bf16(s["bf16"], device)
+    output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
+
+    seed_everything(int(s["seed"]))
+    tokenizer = load_tokenizer(model_name_or_path)
+    prompt_meta: dict[str, Any] | None = None
+    if prompt is None:
+        model = load_classifier(model_name_or_path, label_names=label_names, from_scratch=init == "scratch")
+    else:
+        word_ids = label_word_ids(tokenizer, prompt.label_words)
+        mlm = load_masked_lm(model_name_or_path, from_scratch=init == "scratch")
+        model = PromptClassifier(mlm, word_ids)
+        prompt_meta = {**prompt.to_dict(), "label_word_ids": word_ids, "label_names": label_names}
+    n_trainable = bitfit(model) if trainable == "bitfit" else sum(p.numel() for p in model.parameters())
+    data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
+    eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
+    weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
+    model.to(device)
+    model.train()
+
+    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
+    micro_per_epoch = math.ceil(len(data) / batch_size)
+    steps_per_epoch = math.ceil(micro_per_epoch / accum)
+    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
+    optimizer = torch.optim.AdamW(
+        param_groups(model, float(s["weight_decay"])), lr=float(s["learning_rate"]), betas=(0.9, 0.999), eps=1e-8
+    )
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, math.ceil(float(s["warmup_ratio"]) * total_steps), total_steps
+    )
+    payload: dict[str, Any] = {
+        "model": str(model_name_or_path),
+        "init": init,
+        # eval_every only when set: fingerprints of runs without it stay those of earlier versions
+        "settings": {
+            k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
+        },
+        "train": ids_sha256(train_frame["id"].astype(str).tolist()),
+        "labels": _sha_labels(data.labels),
+        "weights": _weights_sha(weights),
+    }
+    if eval_frame is not None:
+        payload["eval"] = {
+            "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
+            "labels": _sha_labels(eval_data.labels),
+        }
+    if prompt is not None:
+        payload["prompt"] = prompt.to_dict()
+    if trainable != "all":  # only when set: fingerprints of full fine-tuning stay those of earlier versions
+        payload["trainable"] = trainable
+    state = _TrainState(
+        fingerprint=hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    )
+    # the best model's weights (CPU copy); saved with every checkpoint where they differ from the current ones
+    best_weights: dict[str, torch.Tensor] | None = None
+    resumed_from = None
+    ckpt = latest_checkpoint(checkpoint_dir)
+    if ckpt is not None:
+        saved = _TrainState(**json.loads((ckpt / "state.json").read_text()))
+        if saved.fingerprint != state.fingerprint:
+            raise RuntimeError(
+                f"checkpoint {ckpt} belongs to a different run (other data, weights, model or settings); delete "
+                f"{checkpoint_dir} to start afresh"
+            )
+        load = restore_checkpoint(ckpt, model, optimizer, scheduler)
+        if saved.best_step is not None:
+            # save_checkpoint skips best_model.pt when the best model is the checkpoint's own
+            best_weights = load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
+        state, resumed_from = saved, saved.step
+        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
+
+    segment_start = [time.perf_counter()]
+
+    def checkpoint() -> Path:
+        state.wall_time_s += time.perf_counter() - segment_start[0]
+        segment_start[0] = time.perf_counter()
+        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights)
+
+    def eval_due() -> bool:
+        if eval_data is None or state.step == 0 or state.last_eval_step == state.step:
+            return False
+        if state.step >= total_steps:
+            return True
+        if eval_every == EVAL_EVERY_EPOCH:
+            return state.batch_in_epoch == 0  # the step just finished an epoch
+        return state.step % int(eval_every) == 0
+
+    def evaluate() -> None:
+        nonlocal best_weights
+        assert eval_data is not None
+        t0 = time.perf_counter()
+        model.eval()
+        try:
+            # computed before the state changes: an evaluation abandoned on preemption leaves no trace
+            probs = class_probabilities(
+                model,
+                eval_data,
+                n_labels=len(label_names),
+                batch_size=int(s["eval_batch_size"]),
+                device=device,
+                bf16=bf16,
+                should_stop=lambda: guard.triggered,
+            )
+        finally:
+            model.train()
+        accuracy = float(np.mean(probs.argmax(axis=1) == eval_data.labels))
+        state.eval_history.append({"step": state.step, "accuracy": accuracy})
+        state.last_eval_step = state.step
+        if state.best_eval_accuracy is None or accuracy > state.best_eval_accuracy:  # ties: the earliest stays
+            state.best_step, state.best_eval_accuracy = state.step, accuracy
+            best_weights = cpu_copy(model.state_dict())
+        emit(
+            f"eval step {state.step}: dev accuracy {accuracy:.4f} (best {state.best_eval_accuracy:.4f} at step "
+            f"{state.best_step}) [{len(eval_data)} examples, {time.perf_counter() - t0:.1f}s]"
+        )
+
+    weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
+    emit(
+        f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
+        f"{' (bf16)' if bf16 else ''}: {len(data)} examples, {len(label_names)} labels, {weighting}; "
+        f"{steps_per_epoch} steps/epoch, {total_steps} steps"
+        + (
+            f"; dev accuracy on {len(eval_data)} examples "
+            + ("at every epoch end" if eval_every == EVAL_EVERY_EPOCH else f"every {eval_every} steps")
+            if eval_data is not None
+            else ""
+        )
+    )
+    rate_t0, rate_step0 = time.perf_counter(), state.step
+    window: list[float] = []
+    perm, perm_epoch = np.empty(0, dtype=np.int64), -1
+    with PreemptionGuard() as guard:
+        try:
+            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
+                evaluate()
+            while state.step < total_steps:
+                if guard.triggered:
+                    raise StopRequested
+                if perm_epoch != state.epoch:
+                    perm = epoch_order(
+                        data.lengths,
+                        batch_size=batch_size,
+                        seed=int(s["seed"]),
+                        epoch=state.epoch,
+                        group_by_length=bool(s["group_by_length"]),
+                    )
+                    perm_epoch = state.epoch
+                group = min(accum, micro_per_epoch - state.batch_in_epoch)
+                step_loss = 0.0
+                for m in range(group):
+                    lo = (state.batch_in_epoch + m) * batch_size
+                    rows = perm[lo : lo + batch_size]
+                    batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+                    labels = torch.from_numpy(data.labels[rows]).to(device)
+                    w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
+                    with autocast(device, bf16):
+                        logits = model(**batch).logits
+                    loss = weighted_loss(logits, labels, w)
+                    (loss / group).backward()
+                    step_loss += float(loss.detach()) / group
+                lr = scheduler.get_last_lr()[0]
+                if s["max_grad_norm"]:
+                    torch.nn.utils.clip_grad_norm_(model.parameters(), float(s["max_grad_norm"]))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                state.step += 1
+                state.batch_in_epoch += group
+                if state.batch_in_epoch >= micro_per_epoch:
+                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr})
+                window.append(step_loss)
+                if state.step % max(1, int(s["log_every"])) == 0 or state.step == total_steps:
+                    rate = (state.step - rate_step0) / max(time.perf_counter() - rate_t0, 1e-9)
+                    emit(
+                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
+                        f"{np.mean(window):.4f} lr {lr:.2e} | {rate * batch_size * accum:.1f} examples/s | "
+                        f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
+                    )
+                    window = []
+                if eval_due():  # also after the last step
+                    evaluate()
+                every = int(s["checkpoint_every"] or 0)
+                if every and state.step % every == 0 and state.step < total_steps:
+                    checkpoint()
+        except StopRequested:
+            path = checkpoint()
+            assert guard.signum is not None
+            emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
+            raise TrainingPreempted(guard.signum, state.step, path) from None
+
+    if best_weights is not None:
+        model.load_state_dict(best_weights)
+    saved_step = state.best_step if state.best_step is not None else state.step
+    import transformers
+
+    summary: dict[str, Any] = {
+        "model_name_or_path": str(model_name_or_path),
+        "resolved_model": resolve_model(model_name_or_path),
+        "init": init,
+        "trainable": trainable,
+        "n_trainable_parameters": int(n_trainable),
+        "label_names": label_names,
+        "steps": state.step,
+        "total_steps": total_steps,
+        "steps_per_epoch": steps_per_epoch,
+        "saved_step": saved_step,
+        "train_losses": state.train_losses,
+        "eval_history": state.eval_history,
+        "best_step": state.best_step,
+        "best_eval_accuracy": state.best_eval_accuracy,
+        "n_eval_examples": len(eval_data) if eval_data is not None else None,
+        "prompt": prompt_meta,
+        "resumed_from_step": resumed_from,
+        "n_train_examples": len(data),
+        "weights_sha256": _weights_sha(weights),
+        "fingerprint": state.fingerprint,
+        "device": str(device),
+        "bf16": bf16,
+        "threads": torch.get_num_threads(),
+        "wall_time_s": time.perf_counter() - t_start,
+        "train_wall_time_s": state.wall_time_s + time.perf_counter() - segment_start[0],
+        "settings": s,
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
+    if isinstance(model, PromptClassifier):
+        assert prompt_meta is not None
+        save_model_dir(output_dir, model.mlm, _TokenizerWithPrompt(tokenizer, prompt_meta), summary)
+    else:
+        save_model_dir(output_dir, model, tokenizer, summary)
+    best_note = f" (dev accuracy {state.best_eval_accuracy:.4f})" if state.best_eval_accuracy is not None else ""
+    emit(
+        f"saved the model of step {saved_step}{best_note} to {output_dir}; {summary['train_wall_time_s']:.0f}s of "
+        "training"
+    )
+    return summary
+
+
+def predict_classifier(
+    model_dir: str | os.PathLike,
+    frame: pd.DataFrame,
+    *,
+    batch_size: int = 128,
+    max_length: int | None = None,
+    device: str = "auto",
+    bf16: bool | str = "auto",
+    log: LogFn | None = None,
+    check_labels: bool = True,
+) -> pd.DataFrame:
+    """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
+    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
+    ``check_labels`` is False (out-of-distribution sets with other labels, mapped by the caller: then ``correct``
+    compares indices of two label sets and means nothing; the model's names are in ``attrs["label_names"]``).
+
+    A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
+    probabilities are the softmax over the label words' logits at the mask."""
+    emit = log or logger.info
+    resolved = resolve_model(model_dir)
+    prompt_meta = read_prompt_file(resolved)
+    prompt: PromptSpec | None = None
+    tokenizer = None
+    if prompt_meta is None:
+        from transformers import AutoModelForSequenceClassification
+
+        with quiet_transformers():
+            model = AutoModelForSequenceClassification.from_pretrained(resolved)
+        names = [model.config.id2label[i] for i in range(model.config.num_labels)]
+    else:
+        from transformers import AutoModelForMaskedLM
+
+        prompt = PromptSpec.from_dict(prompt_meta)
+        names = list(prompt_meta["label_names"])
+        tokenizer = load_tokenizer(model_dir)
+        ids = label_word_ids(tokenizer, prompt.label_words)
+        if ids != list(prompt_meta["label_word_ids"]):
+            raise ValueError(
+                f"{model_dir}: the tokenizer maps the label words {list(prompt.label_words)} to {ids}, but the model "
+                f"was trained with {prompt_meta['label_word_ids']}"
+            )
+        with quiet_transformers():
+            model = PromptClassifier(AutoModelForMaskedLM.from_pretrained(resolved), ids)
+    if check_labels and names != list(frame.attrs["label_names"]):
+        raise ValueError(
+            f"{model_dir}: the model's labels {names} differ from the data's {frame.attrs['label_names']}; predict "
+            "on data of the task the model was trained on"
+        )
+    if max_length is None:
+        state_file = Path(resolved) / "training_state.json"
+        trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
+        max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
+    if tokenizer is None:
+        tokenizer = load_tokenizer(model_dir)
+    dev = pick_device(device)
+    use = use_bf16(bf16, dev)
+    model.to(dev).eval()
+    data = encode_for(frame, tokenizer, max_length, prompt)
+    t0 = time.perf_counter()
+    probs = class_probabilities(model, data, n_labels=len(names), batch_size=batch_size, device=dev, bf16=use)
+    prediction = probs.argmax(axis=1)
+    emit(
+        f"predicted {len(data)} examples in {time.perf_counter() - t0:.1f}s"
+        + (f"; accuracy {np.mean(prediction == data.labels):.4f}" if check_labels else "")
+    )
+    out = pd.DataFrame(
+        {
+            "id": frame["id"].astype(str).to_numpy(),
+            "label": data.labels,
+            "prediction": prediction,
+            "correct": prediction == data.labels,
+            "probabilities": list(probs),
+        }
+    )
+    out.attrs["label_names"] = names
+    return out

@@ -1,0 +1,418 @@
+"""Configuration validation: JSON schema (with defaults filled in) plus cross-references."""
+
+from __future__ import annotations
+
+import copy
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import jsonschema
+import yaml
+
+SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
+DERIVED_SPLITS = ("train", "validation")
+
+#: Settings that change how a job runs, never what it computes (up to floating-point differences between devices):
+#: they are left out of the training fingerprints (a checkpoint stays resumable when they change) and out of the
+#: workflow's rerun decisions (:class:`RuleSettings`).
+RUNTIME_SETTINGS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+
+
+def result_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
+    """The settings that can change a result: all but :data:`RUNTIME_SETTINGS`."""
+    return {k: v for k, v in settings.items() if k not in RUNTIME_SETTINGS}
+
+
+class RuleSettings(Mapping):
+    """A rule's settings handed to its script as a Snakemake ``param`` that does not trigger reruns.
+
+    Snakemake's params rerun trigger compares only params of builtin types (``dict`` among them) and skips any other
+    object; this read-only mapping is such an object. A rule passes it as ``settings`` and the result-changing part
+    (:func:`result_settings`) beside it as a plain dict, which the trigger compares: changing ``device`` or
+    ``checkpoint_every`` then reruns nothing, changing ``learning_rate`` reruns the job. Scripts read it like a dict."""
+
+    def __init__(self, settings: Mapping[str, Any]) -> None:
+        self._settings = dict(settings)
+
+    def __getitem__(self, key: str) -> Any:
+        return self._settings[key]
+
+    def __iter__(self):
+        return iter(self._settings)
+
+    def __len__(self) -> int:
+        return len(self._settings)
+
+    def __repr__(self) -> str:
+        return f"RuleSettings({self._settings!r})"
+
+
+class ConfigError(ValueError):
+    """The configuration is invalid; the message names the key and what is allowed."""
+
+
+def _extend_with_default(validator_class):
+    validate_properties = validator_class.VALIDATORS["properties"]
+
+    def set_defaults(validator, properties, instance, schema):
+        if isinstance(instance, dict):
+            for prop, subschema in properties.items():
+                if "default" in subschema and prop not in instance:
+                    instance[prop] = copy.deepcopy(subschema["default"])
+        yield from validate_properties(validator, properties, instance, schema)
+
+    return jsonschema.validators.extend(validator_class, {"properties": set_defaults})
+
+
+_DefaultFillingValidator = _extend_with_default(jsonschema.Draft202012Validator)
+
+
+def _key_path(error: jsonschema.ValidationError) -> str:
+    return ".".join(str(p) for p in error.absolute_path) or "(top level)"
+
+
+def _describe(error: jsonschema.ValidationError) -> str:
+    if error.validator == "oneOf" and error.context:
+        # "null or an object": report why the object failed, not that no alternative matched
+        real = [e for e in error.context if e.validator != "type" or e.validator_value != "null"]
+        if real:
+            return _describe(jsonschema.exceptions.best_match(real))
+    key = _key_path(error)
+    if error.validator == "enum":
+        return f"config key '{key}': {error.instance!r} is not allowed; allowed: {error.validator_value}"
+    if error.validator == "additionalProperties":
+        return f"config key '{key}': {error.message}; allowed keys: {sorted(error.schema.get('properties', {}))}"
+    return f"config key '{key}': {error.message}"
+
+
+def load_schema(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    with open(path or SCHEMA_PATH) as fh:
+        return yaml.safe_load(fh)
+
+
+def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """Return a validated copy of ``config`` with schema defaults filled in.
+
+    Raises ConfigError naming the offending key (all errors, most specific first)."""
+    cfg = copy.deepcopy(dict(config))
+    validator = _DefaultFillingValidator(load_schema(schema_path))
+    errors = sorted(validator.iter_errors(cfg), key=lambda e: (-len(e.absolute_path), _key_path(e)))
+    if errors:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(_describe(e) for e in errors))
+    _check_references(cfg)
+    _check_debias(cfg, load_schema(schema_path))
+    _check_tasks(cfg)
+    return cfg
+
+
+def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
+    """The training settings of a debiasing stage (plain, resam, lmix, creg, bias_model): the original model's
+    settings, then ``debias.training``, then ``debias.<stage>.training`` (plain, the matched control, has none)."""
+    debias = cfg["debias"]
+    base = dict(cfg["models"][debias["model"]]["training"])
+    return {**base, **debias.get("training", {}), **debias[stage].get("training", {})}
+
+
+def available_splits(cfg: Mapping[str, Any], dataset: str) -> set[str]:
+    """The declared, derived and subset splits of a dataset; none for an undeclared one (reported elsewhere)."""
+    ds = cfg["datasets"].get(dataset)
+    if ds is None:
+        return set()
+    names = set(ds["splits"])
+    if ds.get("derive"):
+        names |= set(DERIVED_SPLITS)
+    return names | set(ds.get("subsets", {}))
+
+
+def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
+    debias = cfg.get("debias")
+    if not debias:
+        return
+    problems = []
+    model = debias["model"]
+    if model not in cfg["models"]:
+        raise ConfigError(f"invalid configuration:\n  config key 'debias.model': unknown model {model!r}; declared: {sorted(cfg['models'])}")
+    if debias["original_seed"] not in cfg["models"][model]["seeds"]:
+        problems.append(f"config key 'debias.original_seed': model {model!r} is not trained with seed {debias['original_seed']}")
+    unknown = sorted(set(debias["heuristics"]) - set(cfg["heuristics"]["names"]))
+    if unknown:
+        problems.append(f"config key 'debias.heuristics': {unknown} are not in heuristics.names")
+    train = debias["train"] or cfg["models"][model]["train"]
+    source = debias["threshold_from"] or cfg["models"][model]["validation"]
+    if train["dataset"] != source["dataset"]:
+        problems.append(
+            f"config key 'debias.threshold_from': thresholds are per dataset, so they must come from the training "
+            f"dataset {train['dataset']!r}, not {source['dataset']!r}"
+        )
+    for key, ref in (("train", train), ("threshold_from", source)):
+        if ref["split"] not in available_splits(cfg, ref["dataset"]):
+            problems.append(f"config key 'debias.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
+    for name in cfg["datasets"]:
+        if "fixed" in available_splits(cfg, name):
+            problems.append(f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)")
+    training_schema = {"$defs": schema["$defs"], **schema["$defs"]["training"]}
+    base = cfg["models"][model]["training"]
+    if "plain" in debias["methods"]:
+        # the control matches the methods only if they train with the same settings (debias.training is shared)
+        for stage in ("resam", "lmix", "creg"):
+            own = debias[stage].get("training") or {}
+            if stage in debias["methods"] and own:
+                problems.append(
+                    f"config key 'debias.{stage}.training': {sorted(own)} would make the plain control differ from "
+                    f"{stage} in more than the method; put shared settings under debias.training, or drop plain from "
+                    "debias.methods"
+                )
+    search = debias.get("scale_search")
+    if search:
+        if search["heuristic"] not in cfg["heuristics"]["names"]:
+            problems.append(
+                f"config key 'debias.scale_search.heuristic': {search['heuristic']!r} is not in heuristics.names "
+                "(its threshold comes from the original model's bias search)"
+            )
+        absent = [m for m in search["methods"] if m not in debias["methods"]]
+        if absent:
+            problems.append(f"config key 'debias.scale_search.methods': {absent} are not in debias.methods")
+    for stage in ("plain", "resam", "lmix", "creg", "bias_model"):
+        merged = method_training(cfg, stage)
+        for key in ("max_length", "stride"):
+            if merged[key] != base[key]:
+                problems.append(
+                    f"config key 'debias.{stage}.training.{key}' (or debias.training.{key}): the debiased models share "
+                    f"the original model's featurisation ({key}={base[key]}); bias and teacher logits are stored per window"
+                )
+        for error in jsonschema.Draft202012Validator(training_schema).iter_errors(merged):
+            problems.append(f"config key 'debias.{stage}.training.{_key_path(error)}': {error.message}")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _check_references(cfg: dict[str, Any]) -> None:
+    problems = []
+    for name, ds in cfg["datasets"].items():
+        derive = ds.get("derive")
+        if derive:
+            if derive["from"] not in ds["splits"]:
+                problems.append(
+                    f"config key 'datasets.{name}.derive.from': split {derive['from']!r} is not one of "
+                    f"datasets.{name}.splits {sorted(ds['splits'])}"
+                )
+            clash = sorted(set(DERIVED_SPLITS) & set(ds["splits"]))
+            clash += sorted(set(DERIVED_SPLITS) & set(ds.get("subsets", {})))
+            if clash:
+                problems.append(
+                    f"config key 'datasets.{name}.splits': {clash} would clash with the derived splits; rename them "
+                    "or remove 'derive'"
+                )
+
+    for name, ds in cfg["datasets"].items():
+        for sub, spec in ds.get("subsets", {}).items():
+            if sub in ds["splits"]:
+                problems.append(f"config key 'datasets.{name}.subsets.{sub}': a split of that name is declared too")
+            if spec["from"] in ds.get("subsets", {}) or spec["from"] not in available_splits(cfg, name):
+                problems.append(
+                    f"config key 'datasets.{name}.subsets.{sub}.from': {spec['from']!r} is not a split of {name!r} "
+                    "(subsets are drawn from declared or derived splits)"
+                )
+
+    def check_ref(ref: Mapping[str, Any] | None, key: str) -> None:
+        if not ref:
+            return
+        if ref["dataset"] not in cfg["datasets"]:
+            problems.append(f"config key '{key}.dataset': unknown dataset {ref['dataset']!r}; declared: {sorted(cfg['datasets'])}")
+        elif ref["split"] not in available_splits(cfg, ref["dataset"]):
+            problems.append(
+                f"config key '{key}.split': dataset {ref['dataset']!r} has no split {ref['split']!r}; "
+                f"available: {sorted(available_splits(cfg, ref['dataset']))}"
+            )
+
+    for name, model in cfg["models"].items():
+        if name == "human":
+            problems.append("config key 'models.human': the name 'human' is reserved for the annotators' Human row")
+        check_ref(model["train"], f"models.{name}.train")
+        check_ref(model["validation"], f"models.{name}.validation")
+    for i, ref in enumerate(cfg["evaluate"]):
+        check_ref(ref, f"evaluate.{i}")
+    check_ref(cfg["heuristics"].get("tfidf_reference"), "heuristics.tfidf_reference")
+    check_ref(cfg.get("human"), "human")
+    figure4 = cfg.get("figure4")
+    if figure4:
+        check_ref({"dataset": figure4["dataset"], "split": figure4["split"]}, "figure4")
+        reference = figure4["reference"]
+        for key, name in [("figure4.reference.model", reference["model"])] + [
+            (f"figure4.models.{i}", name) for i, name in enumerate(figure4["models"])
+        ]:
+            if name not in cfg["models"]:
+                problems.append(f"config key '{key}': unknown model {name!r}; declared: {sorted(cfg['models'])}")
+        if reference["model"] in cfg["models"] and reference["seed"] not in cfg["models"][reference["model"]]["seeds"]:
+            problems.append(f"config key 'figure4.reference.seed': model {reference['model']!r} is not trained with that seed")
+        if reference["model"] in figure4["models"]:
+            problems.append("config key 'figure4.models': the reference model is measured by its own search, not listed")
+    if cfg.get("debias"):
+        check_ref(cfg["debias"].get("train"), "debias.train")
+        check_ref(cfg["debias"].get("threshold_from"), "debias.threshold_from")
+    for i, seg in enumerate(cfg["segments"]):
+        check_ref(seg, f"segments.{i}")
+        if seg["model"] not in cfg["models"]:
+            problems.append(f"config key 'segments.{i}.model': unknown model {seg['model']!r}")
+        elif seg.get("seed", 0) not in cfg["models"][seg["model"]]["seeds"]:
+            problems.append(f"config key 'segments.{i}.seed': model {seg['model']!r} is not trained with that seed")
+        if seg["heuristic"] not in cfg["heuristics"]["names"]:
+            problems.append(f"config key 'segments.{i}.heuristic': {seg['heuristic']!r} is not in heuristics.names")
+        tsplit = seg.get("threshold_split") or seg["split"]
+        if seg["dataset"] in cfg["datasets"] and tsplit not in available_splits(cfg, seg["dataset"]):
+            problems.append(f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}")
+        if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
+            problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _check_tasks(cfg: dict[str, Any]) -> None:
+    """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
+    problems = []
+    task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
+    if not cfg["models"] and not cfg.get("lexical") and not cfg.get("aflite") and not cfg.get("spuriousbench"):
+        problems.append(
+            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical), aflite or "
+            "spuriousbench"
+        )
+    for name, ds in cfg["datasets"].items():
+        derive = ds.get("derive")
+        allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a")
+        if derive and derive["by"] not in allowed:
+            problems.append(
+                f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by "
+                + " or ".join(repr(a) for a in allowed)
+            )
+    qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
+    qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
+    qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
+    for key, ref in qa_refs:
+        if ref and task.get(ref["dataset"]) not in (None, "qa"):
+            problems.append(f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA")
+    lexical = cfg.get("lexical")
+    for name, spec in (lexical or {}).get("datasets", {}).items():
+        problems += _classification_dataset_problems(
+            cfg, task, f"lexical.datasets.{name}", name, spec, ("train", "test"), "the lexical track"
+        )
+    text = (cfg.get("aflite") or {}).get("text")
+    for name, spec in (text or {}).get("datasets", {}).items():
+        key = f"aflite.text.datasets.{name}"
+        problems += _classification_dataset_problems(
+            cfg, task, key, name, spec, ("train", "dev"), "the AFLite text track"
+        )
+        if name not in task:
+            continue
+        if spec["train"] == spec["dev"]:
+            problems.append(f"config key '{key}': train and dev are the same split {spec['train']!r}")
+        if text["representation"]["source"] == "file" and not spec.get("features"):
+            problems.append(f"config key '{key}.features': representation.source is file, so give the features files")
+        n = spec["filter"].get("n")
+        if n is not None and n <= spec["filter"]["t"]:
+            problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
+    problems += _aflite_ood_problems(cfg, task)
+    problems += _spuriousbench_problems(cfg, task)
+    # only SpuriousBench's training passes a dev set to select the best checkpoint on
+    trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
+    trainings += [(f"aflite.text.models.{m}", spec) for m, spec in ((text or {}).get("models") or {}).items()]
+    if text:
+        trainings.append(("aflite.text.representation.warmup", text["representation"]["warmup"]))
+    for key, spec in trainings:
+        if spec["training"].get("eval_every") is not None:
+            problems.append(f"config key '{key}.training.eval_every': this stage has no dev set to select on; use null")
+    if problems:
+        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+
+
+def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> list[str]:
+    """aflite.text.ood: each set names a declared classification dataset and its splits, and an AFLite dataset."""
+    text = (cfg.get("aflite") or {}).get("text") or {}
+    problems = []
+    for name, spec in (text.get("ood") or {}).items():
+        key = f"aflite.text.ood.{name}"
+        if spec["models_from"] not in text["datasets"]:
+            problems.append(f"config key '{key}.models_from': {spec['models_from']!r} is not in aflite.text.datasets")
+        dataset = spec["dataset"]
+        if dataset not in task:
+            problems.append(f"config key '{key}.dataset': unknown dataset {dataset!r}; declared: {sorted(task)}")
+            continue
+        if task[dataset] != "classification":
+            problems.append(f"config key '{key}.dataset': {dataset!r} is a {task[dataset]} dataset, not classification")
+        have = available_splits(cfg, dataset)
+        wanted = [("splits", s) for s in spec["splits"]] + [("finetune.split", (spec.get("finetune") or {}).get("split"))]
+        for where, split in wanted:
+            if split is not None and split not in have:
+                problems.append(f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}")
+        if spec.get("finetune") and spec["finetune"]["split"] in spec["splits"]:
+            problems.append(f"config key '{key}.finetune.split': the fine-tuning split is also evaluated")
+    return problems
+
+
+def _classification_dataset_problems(
+    cfg: Mapping[str, Any],
+    task: Mapping[str, str],
+    key: str,
+    name: str,
+    spec: Mapping[str, Any],
+    split_keys: tuple[str, ...],
+    track: str,
+) -> list[str]:
+    """A track's dataset entry ``key``: the dataset is declared, is a classification dataset, and each split named
+    under ``split_keys`` (null allowed) exists."""
+    if name not in task:
+        return [f"config key '{key}': unknown dataset; declared: {sorted(task)}"]
+    problems = []
+    if task[name] != "classification":
+        problems.append(f"config key '{key}': a {task[name]} dataset; {track} needs classification")
+    for split in split_keys:
+        if spec[split] is not None and spec[split] not in available_splits(cfg, name):
+            problems.append(
+                f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
+                f"available: {sorted(available_splits(cfg, name))}"
+            )
+    return problems
+
+
+def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> list[str]:
+    """Datasets and splits exist, features belong to the builder's Table 1 subset; fills in the paper's sizes and
+    the builder's features where the config leaves them out."""
+    from spurious.spuriousbench import construction as sb
+
+    bench = cfg.get("spuriousbench")
+    if not bench:
+        return []
+    problems = []
+    subsets = {"sst2": sb.SST2_FEATURES, "mnli": sb.MNLI_FEATURES}
+    for name, spec in bench["datasets"].items():
+        key = f"spuriousbench.datasets.{name}"
+        builder = spec["builder"]
+        spec.setdefault("train_size", sb.PAPER_SIZES[builder]["train"])
+        spec.setdefault("dev_size", sb.PAPER_SIZES[builder]["dev"])
+        spec.setdefault("features", list(subsets[builder]))
+        source = spec.get("source") or name
+        problems += _classification_dataset_problems(cfg, task, key, source, spec, ("train", "test"), "SpuriousBench")
+        unknown_models = [m for m in spec.get("models") or [] if m not in bench["models"]]
+        if unknown_models:
+            problems.append(
+                f"config key '{key}.models': {unknown_models} are not spuriousbench.models; declared: "
+                f"{sorted(bench['models'])}"
+            )
+        if source not in task:
+            continue
+        for size in ("train_size", "dev_size", "test_size"):
+            if spec[size] is not None and spec[size] % 2:
+                problems.append(f"config key '{key}.{size}': must be even (labels are balanced), got {spec[size]}")
+        if spec["train_features"] is None:
+            spec["train_features"] = list(spec["features"])
+        not_built = [f for f in spec["train_features"] if f not in spec["features"]]
+        if not_built:
+            problems.append(f"config key '{key}.train_features': {not_built} are not in {key}.features (not built)")
+        unknown = [f for f in spec["features"] if f not in subsets[builder]]
+        if unknown:
+            problems.append(
+                f"config key '{key}.features': {unknown} are not in Table 1's {builder} subset; known: "
+                f"{', '.join(subsets[builder])}"
+            )
+    return problems

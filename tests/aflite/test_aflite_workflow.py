@@ -1,0 +1,288 @@
+"""AFLite as a workflow: the demo and paper configs' plans (GPU resources from the SLURM profile), a tiny synthetic
+run through Table 7, and a tiny text run on real QNLI records through every text rule, checked against the package."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow.parquet as pq
+import pytest
+import yaml
+
+from spurious.aflite import text as aflite_text
+from spurious.core import classification, classifier
+from tests.aflite.test_aflite_ood import write_hans
+from tests.conftest import REPO, SHARED
+from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+
+QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
+
+
+def test_demo_aflite_dry_run_plans_every_separation_and_seed(tmp_path):
+    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-aflite.yaml")).stdout
+    counts = job_counts(out)
+    assert counts["aflite_synthetic"] == 4 * 10 and counts["aflite_synthetic_report"] == 1
+    assert "results/aflite/synthetic/sep0.8/seed9.json" in out
+    # SST-2 and QNLI: a warm-up, embeddings and a filtering each; MiniLM on D, D_rand, D(AFLite), plus QNLI's
+    # answer-only baseline on the three
+    for rule in ("aflite_warmup_split", "aflite_warmup", "aflite_embed", "aflite_filter", "aflite_training_sets"):
+        assert counts[rule] == 2, rule
+    assert counts["aflite_train_classifier"] == 3 + 6 and counts["aflite_predict"] == 9
+    assert "results/aflite/text/qnli/models/minilm/aflite/partial/seed0/model" in out
+    assert "results/aflite/text/sst2/models/minilm/aflite/partial" not in out
+
+
+def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
+    proc = snakemake(
+        tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile",
+        str(REPO / "configs" / "paper-aflite.yaml"),
+    )
+    resources = _resources_by_rule(proc.stdout)
+    for rule in ("aflite_warmup", "aflite_embed", "aflite_filter", "aflite_train_classifier", "aflite_predict",
+                 "aflite_ood_finetune", "aflite_ood_predict"):
+        assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
+    for rule in ("aflite_synthetic", "aflite_training_sets"):
+        assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    counts = job_counts(proc.stdout)
+    # SNLI, MultiNLI, QNLI x RoBERTa-large and BERT-large x D, D_rand, D(AFLite) x full and partial inputs
+    assert counts["aflite_filter"] == 3 and counts["aflite_train_classifier"] == 3 * 2 * 3 * 2
+    assert "results/aflite/text/mnli/filter/iterations.csv" in proc.stdout
+    # Tables 1-2: the 6 full-input SNLI models (2 models x 3 train sets) on HANS, the Diagnostics, the 6 stress-test
+    # files and, after fine-tuning on each round's train split, the 3 ANLI test splits
+    assert counts["aflite_ood_finetune"] == 3 * 6 and counts["aflite_ood_predict"] == (1 + 1 + 6 + 3) * 6
+    assert counts["aflite_ood_report"] == 1
+    assert "results/aflite/ood/anli_r2/finetuned/roberta_large/aflite/seed0/model" in proc.stdout
+    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
+    assert "gpu=" not in plain
+
+
+def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
+    cfg = {"run_name": "tiny-aflite", "aflite": {"synthetic": {"separations": [0.4], "seeds": [0, 1], "n_per_class": 200}}}
+    path = tmp_path / "tiny.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
+    run = json.loads((tmp_path / "results/aflite/synthetic/sep0.4/seed0.json").read_text())
+    assert run["n"] == 400 and run["settings"]["m"] == 128 and run["settings"]["k"] == 10
+    assert run["biased_kept"] < run["biased_total"]
+    table = pd.read_csv(tmp_path / "results/report/aflite/table7.csv")
+    assert list(table["model"]) == ["SVM-RBF", "Logistic Reg."] and (table["seeds"] == 2).all()
+    assert table.loc[0, "D (paper)"] == 83.8
+    assert (tmp_path / "results/report/aflite/figure2.svg").stat().st_size > 1000
+
+
+def _tiny_text_config(tmp):
+    data = tmp / "qnli_tiny.parquet"
+    pq.write_table(pq.read_table(QNLI_DEV).slice(0, 360), data)  # the hub export's layout and label metadata
+    training = {"batch_size": 8, "max_steps": 3, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
+                "device": "cpu"}
+    hans = write_hans(tmp / "heuristics_evaluation_set.txt")
+    anli = {}
+    for split, n in (("train", 24), ("test", 9)):
+        rows = [{"uid": f"{split}{i}", "premise": f"The {i} dogs ran home.", "hypothesis": f"Dogs ran {i} times.",
+                 "label": "enc"[i % 3], "reason": ""} for i in range(n)]
+        anli[split] = tmp / f"anli_{split}.jsonl"
+        anli[split].write_text("".join(json.dumps(r) + "\n" for r in rows))
+    # ANLI collapsed to QNLI's two labels, so the tiny QNLI models can be fine-tuned on it (the paper's SNLI models
+    # keep its three)
+    anli_source = {"format": "jsonl", "id_column": "uid", "label_names": ["entailment", "not_entailment"],
+                   "label_aliases": {"e": "entailment", "n": "not_entailment", "c": "not_entailment"}}
+    cfg = {
+        "run_name": "tiny-aflite-text",
+        "datasets": {
+            "qnli": {
+                "task": "classification",
+                "splits": {"dev": {"format": "hf_parquet", "path": str(data)}},
+                "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
+            },
+            "hans": {
+                "task": "classification",
+                "splits": {"validation": {"format": "glue_tsv", "path": str(hans), "group_column": "heuristic",
+                                          "label_names": ["entailment", "non-entailment"]}},
+            },
+            "anli": {
+                "task": "classification",
+                "splits": {split: dict(anli_source, path=str(path)) for split, path in anli.items()},
+            },
+        },
+        "aflite": {
+            "synthetic": None,
+            "text": {
+                "datasets": {
+                    "qnli": {"train": "train", "dev": "validation", "partial_input": "text_b", "paper_name": "QNLI",
+                             "filter": {"m": 8, "t": 60, "k": 30, "tau": 0.6}},
+                },
+                "representation": {"max_length": 48, "device": "cpu",
+                                   "warmup": {"fraction": 0.1, "training": training}},
+                "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "paper_name": "RoBERTa",
+                                      "train_sets": ["full", "aflite"], "training": training}},
+                "ood": {
+                    "hans": {"dataset": "hans", "splits": {"validation": None}, "models_from": "qnli",
+                             "prediction_map": {"not_entailment": "non-entailment"}, "only_labels": ["non-entailment"],
+                             "groups": {"lexical_overlap": "Lex.", "subsequence": "Subseq.", "constituent": "Constit."},
+                             "paper_name": "HANS"},
+                    "anli_r1": {"dataset": "anli", "splits": {"test": "Rd1"}, "models_from": "qnli",
+                                "paper_name": "Adversarial-NLI",
+                                "finetune": {"split": "train", "training": {"max_steps": 2}}},
+                },
+            },
+        },
+    }
+    path = tmp / "tiny-aflite-text.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_text_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tiny-aflite-text")
+    snakemake(work, "--cores", "2", "--configfile", str(_tiny_text_config(work)))
+    return work
+
+
+def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
+    res = tiny_text_run / "results"
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    dev = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    pool = classification.read_parquet(res / "aflite/text/qnli/data/pool.parquet")
+    warmup = classification.read_parquet(res / "aflite/text/qnli/data/warmup.parquet")
+    # the warm-up fraction is discarded: D is the rest of train, and nothing downstream sees a warm-up example
+    assert len(pool) + len(warmup) == len(train) == 270 and set(pool["id"]).isdisjoint(warmup["id"])
+    assert np.load(res / "aflite/text/qnli/embeddings/pool.npy").shape == (len(pool), 384)
+    assert np.load(res / "aflite/text/qnli/embeddings/dev.npy").shape == (len(dev), 384)
+
+    instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
+    iterations = pd.read_csv(res / "aflite/text/qnli/filter/iterations.csv")
+    scores = np.load(res / "aflite/text/qnli/filter/scores.npy")
+    assert len(instances) == len(pool) + len(dev) and scores.shape == (len(iterations), len(instances))
+    assert iterations["removed"].sum() == (instances["removed_at"] >= 0).sum()
+    assert (iterations["size_before"] - iterations["removed"] == iterations["size_after"]).all()
+    # every removed instance reached tau in the iteration that removed it; p̃ is NaN once an instance is gone
+    for it in iterations["iteration"]:
+        gone = instances.index[instances["removed_at"] == it]
+        assert (scores[it, gone] >= 0.6).all()
+        if it + 1 < len(iterations):
+            assert np.isnan(scores[it + 1, gone]).all()
+    # the same filtering again with the package from the cached representations
+    again, _ = aflite_text.filter_pool_and_dev(
+        np.load(res / "aflite/text/qnli/embeddings/pool.npy"), pool["label"].to_numpy(),
+        np.load(res / "aflite/text/qnli/embeddings/dev.npy"), dev["label"].to_numpy(),
+        settings={"m": 8, "t": 60, "k": 30, "tau": 0.6, "seed": 0, "n": None}, device="cpu", log_fn=lambda _: None,
+    )
+    assert again["removed_at"].tolist() == instances["removed_at"].tolist()
+
+    kept = classification.read_parquet(res / "aflite/text/qnli/data/train_aflite.parquet")
+    dev_kept = classification.read_parquet(res / "aflite/text/qnli/data/dev_filtered.parquet")
+    assert len(kept) == ((instances["part"] == "pool") & (instances["removed_at"] < 0)).sum()
+    assert len(dev_kept) == ((instances["part"] == "dev") & (instances["removed_at"] < 0)).sum() < len(dev)
+    metrics = json.loads((res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.metrics.json").read_text())
+    preds = pd.read_parquet(res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.parquet")
+    on_kept = preds["id"].isin(set(dev_kept["id"]))
+    assert metrics["n_train"] == len(kept) and metrics["n_dev_filtered"] == len(dev_kept)
+    assert metrics["accuracy_filtered"] == pytest.approx(preds.loc[on_kept, "correct"].mean())
+    assert metrics["accuracy_original"] == pytest.approx(preds["correct"].mean())
+    training = json.loads((res / "aflite/text/qnli/models/minilm/aflite/partial/seed0/training.json").read_text())
+    assert training["partial_input"] == "text_b" and training["steps"] == 3
+
+    table = pd.read_csv(res / "report/aflite/text_tables.csv")
+    assert table["model"].tolist() == ["minilm", "minilm-PartialInput", "Training set size"]
+    assert table.loc[0, "D(AFLite)"] == pytest.approx(100 * metrics_of(res, "aflite", "full")["accuracy_filtered"])
+    assert table.loc[0, "D (paper)"] == 93.7 and table.loc[1, "D(AFLite) (paper)"] == 59.4  # Table 4, QNLI by the text
+    assert table.loc[2, "D"] == len(pool) and table.loc[2, "D(AFLite)"] == len(kept)
+    assert (res / "report/aflite/text_iterations.svg").stat().st_size > 1000
+    assert not (res / "_checkpoints/aflite/qnli/filter").exists() or not any(
+        (res / "_checkpoints/aflite/qnli/filter").iterdir()
+    )
+
+
+def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
+    res = tiny_text_run / "results"
+    hans = classification.read_parquet(res / "data/hans/validation.parquet")
+    assert hans["groups"].tolist()[:2] == ["lexical_overlap", "subsequence"]
+    for train_set in ("full", "aflite"):
+        model = res / f"aflite/text/qnli/models/minilm/{train_set}/full/seed0/model"
+        base = res / f"aflite/ood/hans/predictions/minilm/{train_set}/seed0/validation"
+        table = pd.read_parquet(f"{base}.parquet")
+        metrics = json.loads(Path(f"{base}.metrics.json").read_text())
+        assert metrics["model_dir"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")  # zero-shot
+        # the package's own predictions of the same model, mapped by hand
+        direct = classifier.predict_classifier(model, hans, max_length=48, device="cpu", check_labels=False)
+        names = direct.attrs["label_names"]
+        assert names == ["entailment", "not_entailment"]
+        by_hand = ["non-entailment" if names[i] == "not_entailment" else names[i] for i in direct["prediction"]]
+        assert table["mapped"].tolist() == by_hand
+        gold = table["gold"].to_numpy()
+        scored = gold == "non-entailment"
+        assert metrics["counts"]["all"] == {"correct": int(table["correct"][scored].sum()), "n": int(scored.sum())}
+        lex = scored & (hans["groups"] == "lexical_overlap").to_numpy()
+        assert metrics["counts"]["Lex."] == {"correct": int(table["correct"][lex].sum()), "n": 2}
+        # ANLI: fine-tuned first (Table 2), from this very model, then scored on the round's test split
+        tuned = json.loads((res / f"aflite/ood/anli_r1/finetuned/minilm/{train_set}/seed0/training.json").read_text())
+        assert tuned["steps"] == 2 and tuned["initial_model"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")
+        anli = json.loads((res / f"aflite/ood/anli_r1/predictions/minilm/{train_set}/seed0/test.metrics.json").read_text())
+        assert anli["model_dir"].endswith(f"anli_r1/finetuned/minilm/{train_set}/seed0/model")
+        assert anli["counts"]["Rd1"]["n"] == anli["counts"]["all"]["n"] == 9
+    table = pd.read_csv(res / "report/aflite/ood.csv")
+    lex = table[(table["set"] == "HANS") & (table["group"] == "Lex.")]
+    assert lex["train_set"].tolist() == ["D", "D(AFLite)"] and lex["n"].tolist() == [2, 2]
+    assert table[table["group"] == "Rd1"]["n"].tolist() == [9, 9]
+    # the paper's values are RoBERTa trained on SNLI; these models (labelled RoBERTa) are trained on QNLI
+    assert table["accuracy (paper)"].isna().all()
+
+
+def metrics_of(res, train_set, inputs):
+    return json.loads((res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text())
+
+
+def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
+    """representation.source file: no warm-up (the pool is the whole training split), the user's features by id."""
+    data = tmp_path / "qnli_tiny.parquet"
+    pq.write_table(pq.read_table(QNLI_DEV).slice(0, 200), data)
+    frame = classification.load_hf_parquet(data)
+    rng = np.random.default_rng(0)
+    # one informative dimension for half of the pairs (ids < 100), noise otherwise
+    values = rng.normal(size=(len(frame), 4))
+    informative = frame["id"].astype(int).to_numpy() < 100
+    values[:, 0] = np.where(informative, np.where(frame["label"] == 1, 3.0, -3.0), 0.0)
+    features = pd.DataFrame(values, columns=[f"f{i}" for i in range(4)]).assign(id=frame["id"].astype(str))
+    features.sample(frac=1.0, random_state=0).to_parquet(tmp_path / "features.parquet")  # any row order
+    cfg = {
+        "run_name": "tiny-aflite-file",
+        "datasets": {
+            "qnli": {
+                "task": "classification",
+                "splits": {"dev": {"format": "hf_parquet", "path": str(data)}},
+                "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
+            }
+        },
+        "aflite": {
+            "synthetic": None,
+            "text": {
+                "datasets": {
+                    "qnli": {"train": "train", "dev": "validation", "filter": {"m": 16, "t": 50, "k": 20},
+                             "features": {"train": str(tmp_path / "features.parquet"),
+                                          "dev": str(tmp_path / "features.parquet")}},
+                },
+                "representation": {"source": "file"},
+                "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2"}},
+            },
+        },
+    }
+    path = tmp_path / "file.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    plan = snakemake(tmp_path, "-n", "--configfile", str(path)).stdout
+    assert "aflite_warmup" not in job_counts(plan)
+    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", "2", "--configfile", str(path))
+    res = tmp_path / "results"
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    pool_features = np.load(res / "aflite/text/qnli/embeddings/pool.npy")
+    expected = features.set_index("id").loc[train["id"]].to_numpy(dtype=np.float32)
+    np.testing.assert_array_equal(pool_features, expected)  # aligned by id, the whole training split
+    instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
+    informative = instances["id"].astype(int) < 100
+    # k = 20 per iteration: the first four slices are informative pairs only, and every informative pair goes
+    first_four = instances[(instances["removed_at"] >= 0) & (instances["removed_at"] < 4)]
+    assert len(first_four) == 80 and (first_four["id"].astype(int) < 100).all()
+    assert (instances.loc[informative, "removed_at"] >= 0).all()

@@ -1,0 +1,192 @@
+"""The lexical track as a user runs it: dry-runs of the demo and paper configs (GPU resources from the SLURM
+profile), and a tiny end-to-end run on real QNLI records through every lexical rule, checked against the package."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from spurious.core import classification
+from spurious.lexical import features as lexical
+from spurious.lexical import reweight
+from tests.conftest import REPO, SHARED
+from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+
+QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
+
+
+def test_demo_lexical_dry_run_plans_the_whole_chain(tmp_path):
+    out = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "demo-lexical.yaml")).stdout
+    counts = job_counts(out)
+    # MiniLM on uniform and q with 3 seeds, the BiLSTM control on both with 1 seed
+    assert counts["lexical_train"] == 8 and counts["lexical_predict"] == 8 and counts["lexical_permutation"] == 8
+    for rule in ("download", "derive_splits", "lexical_features", "lexical_reweight", "lexical_bigrams", "lexical_report"):
+        assert counts[rule] == 1, rule
+    assert "train" not in counts and "heuristics" not in counts  # no QA stage in a lexical-only config
+
+
+def test_paper_lexical_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
+    proc = snakemake(
+        tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile",
+        str(REPO / "configs" / "paper-lexical.yaml"),
+    )
+    resources = _resources_by_rule(proc.stdout)
+    for rule in ("lexical_train", "lexical_predict"):
+        assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
+    for rule in ("lexical_features", "lexical_permutation", "lexical_bigrams"):
+        assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    counts = job_counts(proc.stdout)
+    # SNLI, QNLI, QQP: RoBERTa-large on uniform and q x 3 seeds + the BiLSTM control on both; MNLI reweighting only
+    assert counts["lexical_train"] == 3 * (6 + 2) and counts["lexical_reweight"] == 4 and counts["lexical_bigrams"] == 4
+    assert "results/lexical/mnli/reweight/summary.json" in proc.stdout
+    assert "results/lexical/mnli/permutation" not in proc.stdout
+    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-lexical.yaml")).stdout
+    assert "gpu=" not in plain
+
+
+def _tiny_config(tmp):
+    frame = classification.load_hf_parquet(QNLI_DEV).head(240)
+    data = tmp / "qnli_tiny.tsv"
+    # as a GLUE TSV with string labels: the loader path a user of the GLUE files takes
+    pd.DataFrame(
+        {
+            "index": frame["id"],
+            "question": frame["text_a"],
+            "sentence": frame["text_b"],
+            "label": [frame.attrs["label_names"][i] for i in frame["label"]],
+        }
+    ).to_csv(data, sep="\t", index=False)
+    training = {"batch_size": 8, "max_steps": 3, "max_length": 64, "learning_rate": 1e-4, "checkpoint_every": 2,
+                "device": "cpu"}
+    cfg = {
+        "run_name": "tiny-lexical",
+        "datasets": {
+            "qnli": {
+                "task": "classification",
+                "splits": {"dev": {"format": "glue_tsv", "path": str(data), "label_names": ["entailment", "not_entailment"]}},
+                "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
+            }
+        },
+        "lexical": {
+            "datasets": {"qnli": {"train": "train", "test": "validation", "paper_name": "QNLI"}},
+            "top_k": 10,
+            "reweight": {"min_count": 5, "max_steps": 200},
+            "bigrams": {"n": 20, "seed": 0},
+            "models": {
+                "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "training": training},
+                # the paper's no-pretraining control, tiny: CBOW + BiLSTM on the q-weighted training data
+                "lstm": {"init": "bilstm", "seeds": [0], "weightings": ["q"], "paper_name": "lstm",
+                         "bilstm": {"epochs": 1, "embedding_dim": 8, "hidden_sizes": [8, 8, 8], "device": "cpu"}},
+            },
+        },
+    }
+    path = tmp / "tiny-lexical.yaml"
+    path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    return path
+
+
+@pytest.fixture(scope="module")
+def tiny_lexical_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("tiny-lexical")
+    cfg = _tiny_config(work)
+    snakemake(work, "--cores", "2", "--configfile", str(cfg))
+    return work, cfg
+
+
+def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
+    work, _ = tiny_lexical_run
+    res = work / "results"
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    test = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    # 240 pairs, a quarter (per label, rounded up) for test
+    assert len(train) + len(test) == 240 and train.attrs["label_names"] == ["entailment", "not_entailment"]
+
+    top = pd.read_csv(res / "lexical/qnli/top_features.csv", keep_default_na=False)
+    assert top.groupby("label").size().to_dict() == {"entailment": 10, "not_entailment": 10}
+    assert not set(top["feature"]) & lexical.english_stop_words()
+
+    summary = json.loads((res / "lexical/qnli/reweight/summary.json").read_text())
+    weights = pd.read_parquet(res / "lexical/qnli/reweight/weights.parquet")
+    assert weights["id"].tolist() == train["id"].tolist()
+    assert weights["q"].sum() == pytest.approx(1.0) and weights["weight"].mean() == pytest.approx(1.0)
+    matrix, vocab = lexical.feature_matrix(train["text_a"], train["text_b"], counting="types")
+    sel = reweight.select_features(matrix, train["label"].to_numpy(), 2, vocab, min_count=5)
+    assert summary["n_features"] == len(sel.columns)
+    features = matrix[:, sel.columns]
+    assert summary["err_q"] == pytest.approx(reweight.err(features, train["label"].to_numpy(), 2, weights["q"].to_numpy()))
+    assert summary["err_q"] < summary["err_uniform"]
+
+    perm = json.loads((res / "lexical/qnli/permutation/minilm/q/seed0.json").read_text())
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/minilm/q/seed0.parquet")
+    assert preds["id"].tolist() == test["id"].tolist()
+    # recompute the test from the outputs with the package: the same sets and the same p
+    table = pd.read_parquet(res / "lexical/qnli/zscores.parquet")
+    labels = test["label"].to_numpy()
+    again = lexical.model_bias_test(table, top, test["text_a"], test["text_b"], labels, preds["correct"].to_numpy())
+    assert again["log10_p"] == pytest.approx(perm["log10_p"]) and again["n_usual"] == perm["n_usual"]
+    assert perm["n_usual"] + perm["n_unusual"] >= perm["n_in_usual_or_unusual"] > 0
+
+    for name in ("table1", "table2", "table3", "appendix_a1"):
+        assert (res / f"report/lexical/{name}.md").read_text().startswith("|")
+    t2 = pd.read_csv(res / "report/lexical/table2.csv")
+    # MiniLM on both weightings, the BiLSTM control on q only
+    assert sorted(zip(t2["model"], t2["weighting"], strict=True)) == [("lstm", "q"), ("minilm", "q"), ("minilm", "uniform")]
+    t1 = pd.read_csv(res / "report/lexical/table1.csv")
+    assert t1.loc[0, "Err(uniform) (paper)"] == pytest.approx(0.042)  # QNLI's published row beside ours
+    assert (res / "report/lexical/figure2.png").stat().st_size > 1000
+    training = json.loads((res / "lexical/qnli/models/minilm/q/seed0/training.json").read_text())
+    assert training["weights_sha256"] is not None and training["steps"] == 3
+    assert not (res / "_checkpoints/lexical/qnli/minilm/q/seed0").exists() or not any(
+        (res / "_checkpoints/lexical/qnli/minilm/q/seed0").iterdir()
+    )
+    assert np.isfinite(perm["log10_p"])
+
+
+def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
+    from spurious import cli
+
+    work, _ = tiny_lexical_run
+    res = work / "results"
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/minilm/uniform/seed0.parquet")
+    names = ["entailment", "not_entailment"]
+    # a predictions file made elsewhere: label names, CSV
+    pd.DataFrame({"id": preds["id"], "prediction": [names[i] for i in preds["prediction"]]}).to_csv(
+        tmp_path / "p.csv", index=False
+    )
+    out = tmp_path / "out.json"
+    code = cli.main([
+        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"), str(res / "data/qnli/derived_s0/validation.parquet"),
+        str(tmp_path / "p.csv"), "--top-k", "10", "--json", str(out),
+    ])
+    assert code == 0
+    ours = json.loads(out.read_text())
+    workflow = json.loads((res / "lexical/qnli/permutation/minilm/uniform/seed0.json").read_text())
+    assert ours["log10_p"] == pytest.approx(workflow["log10_p"])
+    assert ours["n_usual"] == workflow["n_usual"] and ours["correct_usual"] == workflow["correct_usual"]
+    # predictions missing a test record: a clear error, exit status 2
+    pd.DataFrame({"id": preds["id"][1:], "prediction": preds["prediction"][1:]}).to_csv(tmp_path / "short.csv", index=False)
+    code = cli.main([
+        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"), str(res / "data/qnli/derived_s0/validation.parquet"),
+        str(tmp_path / "short.csv"),
+    ])
+    assert code == 2
+
+
+def test_tiny_lexical_run_trains_and_tests_the_bilstm_control(tiny_lexical_run):
+    work, _ = tiny_lexical_run
+    res = work / "results"
+    training = json.loads((res / "lexical/qnli/models/lstm/q/seed0/training.json").read_text())
+    assert training["architecture"] == "bilstm_cbow" and training["cbow_corpus"] == "q-weighted resample"
+    assert training["settings"]["hidden_sizes"] == [8, 8, 8] and training["weighting"] == "q"
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/lstm/q/seed0.parquet")
+    test = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    assert preds["id"].tolist() == test["id"].astype(str).tolist()
+    perm = json.loads((res / "lexical/qnli/permutation/lstm/q/seed0.json").read_text())
+    assert np.isfinite(perm["log10_p"])
+    t2 = pd.read_csv(res / "report/lexical/table2.csv")
+    row = t2[t2["model"] == "lstm"].iloc[0]
+    assert row["kind"] == "from scratch" and row["weighting"] == "q"

@@ -1,0 +1,34 @@
+"""Adapter: one model on one out-of-distribution split; predictions mapped to the split's labels, counts per group."""
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from spurious.aflite import ood as aflite_ood
+from spurious.core import classification, classifier, io, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+torch.set_num_threads(snakemake.threads)
+w, s, inp = snakemake.wildcards, snakemake.params.settings, snakemake.input
+frame = classification.read_parquet(inp.data)
+predictions = classifier.predict_classifier(
+    inp.model, frame, batch_size=s["eval_batch_size"], max_length=s["max_length"], device=s["device"], bf16=s["bf16"],
+    log=log.info, check_labels=False,
+)
+table, counts = aflite_ood.score_predictions(predictions, frame, source=inp.data, **snakemake.params.scoring)
+io.write_parquet(table, snakemake.output.predictions)
+for group, cell in counts.items():
+    log.info("%s: %d of %d correct (%.2f %%)", group, cell["correct"], cell["n"], 100.0 * cell["correct"] / max(cell["n"], 1))
+metrics = {
+    "ood": w.ood,
+    "split": w.split,
+    "model": w.model,
+    "train_set": w.train_set,
+    "seed": int(w.seed),
+    "model_dir": inp.model,
+    "counts": counts,
+}
+io.write_json(metrics, snakemake.output.metrics)

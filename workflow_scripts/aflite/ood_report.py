@@ -1,0 +1,19 @@
+"""Adapter: Tables 1-2 of AFLite's out-of-distribution evaluation from the per-split metrics files."""
+
+from typing import TYPE_CHECKING
+
+from spurious.aflite import ood as aflite_ood
+from spurious.core import io, runlog
+from spurious.thinktwice.report import write_table
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+p = snakemake.params
+records = [io.read_json(path) for path in snakemake.input]
+table = aflite_ood.ood_table(
+    records, set_names=p.set_names, paper_models=p.paper_models, paper_training_data=p.paper_training_data
+)
+write_table(table, snakemake.output.table_csv, snakemake.output.table_md, digits=1)  # the paper's one decimal
+log.info("%d rows from %d metrics files:\n%s", len(table), len(records), table.to_string())

@@ -1,0 +1,30 @@
+"""Adapter: D, D_rand and D(AFLite) from the pool, and the AFLite-filtered dev set."""
+
+from typing import TYPE_CHECKING
+
+import pandas as pd
+
+from spurious.aflite import text as aflite_text
+from spurious.core import classification, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+pool = classification.read_parquet(snakemake.input.pool)
+dev = classification.read_parquet(snakemake.input.dev)
+table = pd.read_parquet(snakemake.input.instances)
+sets = aflite_text.training_sets(pool, table, seed=snakemake.params.seed)
+dev_kept = aflite_text.filtered_dev(dev, table)
+for name, frame in (("aflite", sets["aflite"]), ("dev_filtered", dev_kept)):
+    if len(frame) == 0 or frame["label"].nunique() < 2:
+        raise ValueError(
+            f"{snakemake.input.instances}: AFLite left {len(frame)} examples with {frame['label'].nunique()} label(s) "
+            f"in {name}; raise the dataset's filter.tau or filter.n so that a trainable set remains"
+        )
+for name, frame in {**sets, "dev_filtered": dev_kept}.items():
+    log.info("%s: %d examples, label counts %s", name, len(frame), frame["label"].value_counts().sort_index().to_dict())
+    meta = {"aflite_set": name, "from": str(snakemake.input.pool if name != "dev_filtered" else snakemake.input.dev)}
+    if name == "random":
+        meta["seed"] = snakemake.params.seed
+    classification.write_parquet(frame, snakemake.output[name], metadata=meta)

@@ -1,0 +1,41 @@
+"""Adapter: derive train/validation from one split (QA by article title; classification at random, stratified by label,
+or grouped by the first text segment)."""
+
+from typing import TYPE_CHECKING
+
+from spurious.core import classification, data, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+seed = int(snakemake.wildcards.seed)
+fraction = snakemake.params.validation_fraction
+if snakemake.params.task == "classification":
+    frame = classification.read_parquet(snakemake.input[0])
+    by = snakemake.params.by
+    if by == "text_a":
+        parts = classification.split_grouped(frame, validation_fraction=fraction, seed=seed, column="text_a")
+        how = {"by": "text_a", "groups": "records with the same text_a stay on one side"}
+    else:
+        parts = classification.split_random(frame, validation_fraction=fraction, seed=seed)
+        how = {"by": "random", "stratified_by": "label"}
+    for name, part in zip(("train", "validation"), parts, strict=True):
+        meta = {"derived_from": str(snakemake.input[0]), **how, "seed": seed,
+                "validation_fraction": fraction, "n_examples": len(part)}
+        log.info("%s: %d examples, label counts %s", name, len(part), part["label"].value_counts().sort_index().to_dict())
+        classification.write_parquet(part, snakemake.output[name], metadata=meta)
+else:
+    frame = data.read_qa_parquet(snakemake.input[0])
+    train, validation = data.split_by_title(frame, validation_fraction=fraction, seed=seed)
+    for name, part in (("train", train), ("validation", validation)):
+        meta = {
+            "derived_from": str(snakemake.input[0]),
+            "by": "title",
+            "seed": seed,
+            "validation_fraction": fraction,
+            "n_questions": len(part),
+            "n_titles": int(part["title"].nunique()),
+        }
+        log.info("%s: %d questions from %d articles", name, meta["n_questions"], meta["n_titles"])
+        data.write_qa_parquet(part, snakemake.output[name], metadata=meta)

@@ -1,0 +1,35 @@
+"""Adapter: a classifier's predictions on the test split, and its accuracy."""
+
+from typing import TYPE_CHECKING
+
+import torch
+
+from spurious.core import classification, classifier, io, runlog
+from spurious.lexical import bilstm
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+torch.set_num_threads(snakemake.threads)
+w = snakemake.wildcards
+s = snakemake.params.settings
+test = classification.read_parquet(snakemake.input.test)
+if bilstm.is_bilstm(snakemake.input.model):
+    predictions = bilstm.predict_bilstm(snakemake.input.model, test, log=log.info)
+else:
+    predictions = classifier.predict_classifier(
+        snakemake.input.model,
+        test,
+        batch_size=s["eval_batch_size"],
+        max_length=s["max_length"],
+        device=s["device"],
+        bf16=s["bf16"],
+        log=log.info,
+    )
+io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})
+io.write_json(
+    {"dataset": w.dataset, "model": w.model, "weighting": w.weighting, "seed": int(w.seed),
+     "n": len(predictions), "accuracy": float(predictions["correct"].mean())},
+    snakemake.output.metrics,
+)

@@ -1,0 +1,22 @@
+"""Adapter: a model's start/end logits for every training window (bias model or CReg teacher), stored once."""
+
+from typing import TYPE_CHECKING
+
+from spurious.core import data, qa, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+frame = data.read_qa_parquet(snakemake.input.data)
+settings = dict(snakemake.params.settings, threads=snakemake.threads)
+log.info("logits of %s on %d questions (tokenizer of %s)", snakemake.input.model, len(frame), snakemake.params.tokenizer_from)
+fingerprint = qa.infer_feature_logits(
+    snakemake.input.model,
+    frame,
+    tokenizer_from=snakemake.params.tokenizer_from,
+    settings=settings,
+    output_path=snakemake.output.logits,
+    log=log.info,
+)
+log.info("wrote %s: %s", snakemake.output.logits, fingerprint)

@@ -1,0 +1,22 @@
+"""Adapter: predict and score a model (original, debiased or bias model) on one split."""
+
+from typing import TYPE_CHECKING
+
+from spurious.core import data, io, metrics, qa, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+frame = data.read_qa_parquet(snakemake.input.data)
+settings = dict(snakemake.params.settings, threads=snakemake.threads)
+predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
+scored = metrics.score_predictions(frame, predictions)
+totals = metrics.evaluate(frame, predictions)
+log.info("EM %.2f F1 %.2f on %d questions", totals["exact_match"], totals["f1"], totals["n"])
+w = snakemake.wildcards
+io.write_parquet(scored, snakemake.output.predictions)
+io.write_json(
+    dict(totals, **snakemake.params.run, run=w.run, dataset=w.dataset, split=w.split),
+    snakemake.output.metrics,
+)

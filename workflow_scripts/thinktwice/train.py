@@ -1,0 +1,35 @@
+"""Adapter: fine-tune a QA model; the resumable checkpoint folder is removed only after success."""
+
+import shutil
+from typing import TYPE_CHECKING
+
+from spurious.core import data, io, qa, runlog
+
+if TYPE_CHECKING:
+    from snakemake.iocontainers import snakemake
+
+log = runlog.setup(snakemake)
+train = data.read_qa_parquet(snakemake.input.train)
+validation = data.read_qa_parquet(snakemake.input.validation)
+settings = dict(snakemake.params.settings, threads=snakemake.threads)
+curves = data.validation_curves(snakemake.input)
+log.info(
+    "training %s on %d questions, settings %s; validation-loss curves also on %s",
+    snakemake.params.checkpoint,
+    len(train),
+    settings,
+    sorted(curves) or "nothing else",
+)
+summary = qa.train_qa(
+    train,
+    validation,
+    model_name_or_path=snakemake.params.checkpoint,
+    output_dir=snakemake.output.model,
+    checkpoint_dir=snakemake.params.checkpoint_dir,
+    settings=settings,
+    log=log.info,
+    extra_validation=curves,
+)
+summary.update(model=snakemake.wildcards.model, checkpoint=snakemake.params.checkpoint)
+io.write_json(summary, snakemake.output.summary)
+shutil.rmtree(snakemake.params.checkpoint_dir, ignore_errors=True)
