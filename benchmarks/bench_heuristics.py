@@ -67,7 +67,8 @@ def run_baseline(df: pd.DataFrame, sample: pd.DataFrame) -> tuple[float, float, 
     from sklearn.feature_extraction.text import TfidfVectorizer
     from sklearn.metrics.pairwise import cosine_similarity
 
-    from spurious.thinktwice.heuristics import SPACY_MODEL, _word_tokenize_like
+    from spurious.core.resources import SPACY_MODEL
+    from spurious.thinktwice.heuristics import _word_tokenize_like
 
     t0 = time.perf_counter()
     nlp = spacy.load(SPACY_MODEL)  # full default pipeline, as spacy.load('en_core_web_sm') in the authors' code

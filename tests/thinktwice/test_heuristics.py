@@ -427,8 +427,8 @@ def test_sentences_come_from_the_parser(nlp):
 def test_missing_stopwords_name_nltk_data(tmp_path):
     code = (
         "import nltk; nltk.data.path[:] = []\n"
-        "from spurious.thinktwice.heuristics import _english_stopwords\n"
-        "try:\n    _english_stopwords()\nexcept LookupError as e:\n    print('ERR', e)\n"
+        "from spurious.core.resources import english_stopwords\n"
+        "try:\n    english_stopwords()\nexcept LookupError as e:\n    print('ERR', e)\n"
     )
     env = dict(os.environ, NLTK_DATA=str(tmp_path))
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout

@@ -380,9 +380,9 @@ def english_stop_words() -> frozenset[str]:
     (``"don't"``), so they never match a token, which has none (``"dont"``): feature selection uses
     :func:`feature_stop_words`, which adds the tokenised forms.
     """
-    from spurious.thinktwice.heuristics import _english_stopwords
+    from spurious.core.resources import english_stopwords
 
-    return _english_stopwords()
+    return english_stopwords()
 
 
 def feature_stop_words(stop_words: Collection[str] | None = None) -> frozenset[str]:

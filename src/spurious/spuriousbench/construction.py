@@ -310,8 +310,8 @@ def round_half_up(x: float) -> int:
 
 
 def load_nlp(**kwargs: Any) -> Language:
-    """The project's spaCy model (``spurious.thinktwice.heuristics.load_spacy``) with tagger and parser, without ner/lemmatizer."""
-    from spurious.thinktwice.heuristics import load_spacy
+    """The project's spaCy model (``spurious.core.resources.load_spacy``) with tagger and parser, without ner/lemmatizer."""
+    from spurious.core.resources import load_spacy
 
     kwargs.setdefault("exclude", ("lemmatizer", "ner"))
     return load_spacy(**kwargs)
