@@ -437,12 +437,12 @@ _WORD_RE = re.compile(r"\w+")
 def lexical_overlap(premise: str, hypothesis: str, *, stop_words: Iterable[str] | None = None) -> bool:
     """McCoy et al. (2019) lexical overlap, as §3 defines it: every non-stop-word of the hypothesis occurs in the
     premise.  Words are lower-cased ``\\w+`` runs (so "film's" gives "film" and "s"); stop words are NLTK's English
-    list (:func:`spurious.lexical.features.english_stop_words`, needs ``NLTK_DATA``).  A hypothesis with no non-stop word
+    list (:func:`spurious.core.resources.english_stopwords`, needs ``NLTK_DATA``).  A hypothesis with no non-stop word
     overlaps (vacuously)."""
     if stop_words is None:
-        from spurious.lexical.features import english_stop_words
+        from spurious.core.resources import english_stopwords
 
-        stop_words = english_stop_words()
+        stop_words = english_stopwords()
     stop = stop_words if isinstance(stop_words, (set, frozenset)) else set(stop_words)
     premise_words = set(_WORD_RE.findall(premise.lower()))
     return all(w in premise_words for w in _WORD_RE.findall(hypothesis.lower()) if w not in stop)
@@ -590,9 +590,9 @@ def has_feature(
             )
         stop = None if stop_words is None else frozenset(stop_words)
         if stop is None:
-            from spurious.lexical.features import english_stop_words
+            from spurious.core.resources import english_stopwords
 
-            stop = english_stop_words()
+            stop = english_stopwords()
         return np.array([lexical_overlap(p, h or "", stop_words=stop) for p, h in zip(texts, hyps, strict=True)])
     if spec.category == "punctuation":
         return np.array([spec.value in t for t in texts], dtype=bool)
