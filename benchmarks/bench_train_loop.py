@@ -263,7 +263,8 @@ class _CountingCollator:
 
 
 def _length_grouping(arguments_class: type, on: bool) -> dict[str, Any]:
-    """The Trainer's length-grouped sampler: ``train_sampling_strategy`` in transformers 5, ``group_by_length`` before."""
+    """The Trainer's length-grouped sampler: ``train_sampling_strategy`` in transformers 5, ``group_by_length``
+    before."""
     if "train_sampling_strategy" in getattr(arguments_class, "__dataclass_fields__", {}):
         return {"train_sampling_strategy": "group_by_length" if on else "random"}
     return {"group_by_length": on}
@@ -342,7 +343,9 @@ def bench_trainer(
     else:  # every batch is max_length wide
         pad_fraction, width = 1 - float(feats.lengths.mean()) / args.max_length, float(args.max_length)
     return {
-        "name": "HF Trainer, fair (dynamic padding, group_by_length=true)" if fair else "HF Trainer (padded to max_length)",
+        "name": (
+            "HF Trainer, fair (dynamic padding, group_by_length=true)" if fair else "HF Trainer (padded to max_length)"
+        ),
         "loop": "trainer_fair" if fair else "trainer",
         "group_by_length": fair,
         **_rate(stamps, args.steps, args.warmup, n_timed),

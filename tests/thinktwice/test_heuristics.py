@@ -15,6 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spurious.core.resources import english_stopwords
 from spurious.thinktwice import heuristics as H
 from tests.conftest import SHARED
 
@@ -436,7 +437,7 @@ def test_missing_stopwords_name_nltk_data(tmp_path):
 
 
 def test_stopwords_loaded():
-    stop = H._english_stopwords()
+    stop = english_stopwords()
     assert len(stop) == 179 and "what" in stop and "What" not in stop
 
 

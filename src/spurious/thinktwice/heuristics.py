@@ -52,8 +52,7 @@ import pandas as pd
 import regex
 
 from spurious.core.progress import Progress
-from spurious.core.resources import english_stopwords as _english_stopwords
-from spurious.core.resources import load_spacy
+from spurious.core.resources import english_stopwords, load_spacy
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the workflow imports this module in processes that may not use them
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -703,7 +702,7 @@ def compute_heuristics(
         jobs["context_words"] = ("words", (), contexts)
         jobs["question_words"] = ("words", (), distinct_questions)
     # Load NLTK before forking so that the workers inherit it instead of importing it each (seconds of CPU).
-    stop = _english_stopwords() if "word-dist" in want else frozenset()
+    stop = english_stopwords() if "word-dist" in want else frozenset()
     if "sim-word" in want:
         _punkt_and_treebank()
     runner = _JobRunner(nlp, jobs, threads=threads, batch_size=batch_size)
