@@ -33,6 +33,15 @@ def split_file(dataset, split):
     return f"results/data/{dataset}/{split}.parquet"
 
 
+def derive_inputs(wildcards):
+    """The split a derivation starts from and, for a QNLI split by SQuAD article, the SQuAD split it was built from."""
+    derive = config["datasets"][wildcards.dataset]["derive"]
+    inputs = {"source": split_file(wildcards.dataset, derive["from"])}
+    if derive.get("by") == "squad_article":
+        inputs["squad"] = split_file(derive["squad"]["dataset"], derive["squad"]["split"])
+    return inputs
+
+
 def parse_run(run):
     """'<model>/seed<s>' (original), '<model>/plain/seed<s>' (the matched control), '<model>/<method>/<heuristic>/
     seed<s>' (debiased or bias model) or 'human/annotator<k>' -> its parts."""

@@ -1,5 +1,6 @@
 # Stage 1: datasets. Download (or read from the offline mirror), validate and normalise each declared split;
-# derive train/validation splits where the config asks for it (QA by article title, classification at random).
+# derive train/validation splits where the config asks for it (QA by article title, classification at random, by
+# first segment, or QNLI by SQuAD article with QNLI-style pairs from the other SQuAD questions).
 
 
 localrules:
@@ -24,10 +25,12 @@ rule download:
 
 rule derive_splits:
     """Split one split into train/validation with a seed: QA by article title (no article on both sides),
-    classification at random, stratified by label, or (by: text_a) with every first segment on one side only.
+    classification at random, stratified by label, (by: text_a) with every first segment on one side only, or (by:
+    squad_article) QNLI by the SQuAD article of its questions, optionally with QNLI-style pairs built from the
+    training articles' other SQuAD questions (spaCy sentence boundaries).
     """
     input:
-        lambda w: split_file(w.dataset, config["datasets"][w.dataset]["derive"]["from"]),
+        unpack(derive_inputs),
     output:
         train="results/data/{dataset}/derived_s{seed}/train.parquet",
         validation="results/data/{dataset}/derived_s{seed}/validation.parquet",
@@ -41,6 +44,7 @@ rule derive_splits:
         ],
         task=lambda w: config["datasets"][w.dataset]["task"],
         by=lambda w: config["datasets"][w.dataset]["derive"]["by"],
+        squad_pairs=lambda w: config["datasets"][w.dataset]["derive"].get("squad_pairs", False),
     script:
         "../workflow_scripts/common/derive_splits.py"
 

@@ -108,6 +108,12 @@ def test_lexical_defaults_and_a_config_without_qa_models():
     [
         (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"), "classification datasets derive splits by 'random' or 'text_a'"),
         (lambda c: c["lexical"]["datasets"]["qnli"].update(test="test"), "dataset 'qnli' has no split 'test'"),
+        (lambda c: c["datasets"]["qnli"]["derive"].update(by="squad_article"), "'datasets.qnli.derive.squad': give it"),
+        (lambda c: c["datasets"]["qnli"]["derive"].update(squad_pairs=True), "'datasets.qnli.derive.squad_pairs': needs"),
+        (
+            lambda c: c["datasets"]["qnli"]["derive"].update(by="squad_article", squad={"dataset": "squad", "split": "dev"}),
+            "'datasets.qnli.derive.squad.dataset': 'squad' is not a declared QA dataset",
+        ),
         (lambda c: c["lexical"]["datasets"].update(snli={}), "'lexical.datasets.snli': unknown dataset"),
         (lambda c: c.pop("lexical"), "nothing to run"),
         (lambda c: c["lexical"]["models"]["minilm"].update(weightings=["balanced"]), "'balanced' is not allowed"),

@@ -24,8 +24,9 @@ def test_demo_lexical_dry_run_plans_the_whole_chain(tmp_path):
     counts = job_counts(out)
     # MiniLM on uniform and q with 3 seeds, the BiLSTM control on both with 1 seed
     assert counts["lexical_train"] == 8 and counts["lexical_predict"] == 8 and counts["lexical_permutation"] == 8
-    for rule in ("download", "derive_splits", "lexical_features", "lexical_reweight", "lexical_bigrams", "lexical_report"):
+    for rule in ("derive_splits", "lexical_features", "lexical_reweight", "lexical_bigrams", "lexical_report"):
         assert counts[rule] == 1, rule
+    assert counts["download"] == 2  # QNLI dev, and SQuAD dev for the split by article and the extra pairs
     assert "train" not in counts and "heuristics" not in counts  # no QA stage in a lexical-only config
 
 

@@ -280,12 +280,26 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         )
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
-        allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a")
+        allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a", "squad_article")
         if derive and derive["by"] not in allowed:
             problems.append(
                 f"config key 'datasets.{name}.derive.by': {ds['task']} datasets derive splits by "
                 + " or ".join(repr(a) for a in allowed)
             )
+        if derive and (derive["by"] == "squad_article") != ("squad" in derive):
+            problems.append(
+                f"config key 'datasets.{name}.derive.squad': give it with by: squad_article (the SQuAD split the "
+                "QNLI questions come from), and only then"
+            )
+        if derive and derive.get("squad_pairs") and derive["by"] != "squad_article":
+            problems.append(f"config key 'datasets.{name}.derive.squad_pairs': needs by: squad_article")
+        ref = (derive or {}).get("squad")
+        if ref and task.get(ref["dataset"]) != "qa":
+            problems.append(
+                f"config key 'datasets.{name}.derive.squad.dataset': {ref['dataset']!r} is not a declared QA dataset"
+            )
+        elif ref and ref["split"] not in available_splits(cfg, ref["dataset"]):
+            problems.append(f"config key 'datasets.{name}.derive.squad.split': {ref['dataset']!r} has no split {ref['split']!r}")
     qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
     qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
     qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
