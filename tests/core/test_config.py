@@ -313,3 +313,25 @@ def test_a_config_without_datasets_names_every_dangling_reference():
     message = str(info.value)
     for key in ("models.minilm.train.dataset", "evaluate.0.dataset", "human.dataset", "segments.0.dataset"):
         assert f"config key '{key}': unknown dataset 'squad'; declared: []" in message, key
+
+
+def test_no_yaml_file_of_the_repository_repeats_a_key():
+    """PyYAML keeps the last of two equal keys without a word (the SLURM profile once held two `groups:` blocks)."""
+
+    class StrictLoader(yaml.SafeLoader):
+        pass
+
+    def mapping(loader, node, deep=False):
+        keys = [k.value for k, _ in node.value]
+        repeated = sorted({k for k in keys if keys.count(k) > 1})
+        assert not repeated, f"line {node.start_mark.line + 1}: repeated keys {repeated}"
+        return yaml.SafeLoader.construct_mapping(loader, node, deep)
+
+    StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, mapping)
+    files = [REPO / "config.yaml", *REPO.glob("configs/*.yaml"), *REPO.glob("profiles/*/config.yaml")]
+    assert len(files) > 8
+    for path in files:
+        try:
+            yaml.load(path.read_text(), StrictLoader)
+        except AssertionError as exc:
+            raise AssertionError(f"{path.relative_to(REPO)}: {exc}") from None
