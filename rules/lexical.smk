@@ -38,6 +38,8 @@ rule lexical_reweight:
         "results/benchmarks/lexical/reweight_{dataset}.tsv"
     conda:
         "../envs/spurious.yaml"
+    # first when it can run: every q-weighted classifier waits on it
+    priority: 10
     threads: 2
     resources:
         mem_mb=16000,
