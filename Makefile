@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test lint unit bench clean
+.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -45,6 +45,12 @@ install-dev: $(VENV)/.installed-dev
 demo: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
 	$(MAKE) report
+
+# `spurious audit` as a workflow target on the main demo's QA model (configs/demo-audit.yaml merged with
+# config.yaml; the demo's outputs are reused, or built first): results/audit/demo_qa/{audit.json,report.html}.
+demo-audit: install
+	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile config.yaml configs/demo-audit.yaml
+	@echo "Audit: results/audit/demo_qa/report.html"
 
 # Debiasing on CPU (configs/demo-debias.yaml): word-dist, a matched plain control, ReSam/LMix/CReg, NQ out of
 # distribution (< 60 min); then the quality floors (benchmarks/check_debias_floors.py).
@@ -115,6 +121,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/bench_reweight.py --json results/bench_reweight.json
 	$(BIN)/python benchmarks/bench_aflite.py --json results/bench_aflite.json
 	$(BIN)/python benchmarks/bench_train_loop.py --steps 20 --warmup 3 --json results/bench_train_loop.json
+	$(BIN)/python benchmarks/bench_audit.py --json results/bench_audit.json
 
 clean:
 	rm -rf results/* .snakemake

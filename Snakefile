@@ -55,6 +55,8 @@ include: "rules/aflite_functions.smk"
 include: "rules/aflite.smk"
 include: "rules/spurious_functions.smk"
 include: "rules/spurious.smk"
+include: "rules/audit_functions.smk"
+include: "rules/audit.smk"
 include: "rules/report.smk"
 
 

@@ -18,7 +18,8 @@ import torch
 
 from spurious.core.data import load_squad_json, split_by_title
 from spurious.core.models import load_qa_model, load_tokenizer
-from spurious.core.qa import _forward, epoch_order, featurize, pick_device, predict_with_model, qa_loss, use_bf16
+from spurious.core.qa import epoch_order, featurize, pick_device, predict_with_model, qa_loss, use_bf16
+from spurious.core.qa.inference import _forward
 
 DEFAULT_DATA = "/work/shared/data/squad_v1.1/dev-v1.1.json.gz"
 

@@ -38,7 +38,9 @@ def derive_inputs(wildcards):
     derive = config["datasets"][wildcards.dataset]["derive"]
     inputs = {"source": split_file(wildcards.dataset, derive["from"])}
     if derive.get("by") == "squad_article":
-        inputs["squad"] = split_file(derive["squad"]["dataset"], derive["squad"]["split"])
+        inputs["squad"] = split_file(
+            derive["squad"]["dataset"], derive["squad"]["split"]
+        )
     return inputs
 
 
@@ -220,6 +222,8 @@ def all_targets():
         targets += spurious_report_files()
     if DEBIAS:
         targets += debias_report_files()
+    if AUDIT:
+        targets += audit_report_files()
     if FIGURE4:
         targets += expand("results/report/{name}", name=FIGURE4_REPORT)
     return targets

@@ -44,7 +44,9 @@ rule derive_splits:
         ],
         task=lambda w: config["datasets"][w.dataset]["task"],
         by=lambda w: config["datasets"][w.dataset]["derive"]["by"],
-        squad_pairs=lambda w: config["datasets"][w.dataset]["derive"].get("squad_pairs", False),
+        squad_pairs=lambda w: config["datasets"][w.dataset]["derive"].get(
+            "squad_pairs", False
+        ),
     script:
         "../workflow_scripts/common/derive_splits.py"
 

@@ -678,6 +678,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="label names in index order")
     p.add_argument("--json", default=None, metavar="OUT.json", help="also write the result and the features")
     p.set_defaults(func=cmd_lexical_test)
+    from spurious.audit.command import add_parser as add_audit_parser
+
+    add_audit_parser(sub)
     return parser
 
 

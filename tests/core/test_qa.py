@@ -19,6 +19,7 @@ from safetensors.torch import load_file
 
 from spurious.core import qa
 from spurious.core.models import EMBEDDED_MODELS, ModelResolutionError, load_tokenizer, resolve_model
+from spurious.core.qa import finetune
 
 MINILM = "embedded:all-MiniLM-L6-v2"
 
@@ -550,8 +551,8 @@ def test_the_objective_is_part_of_the_run_fingerprint(tiny_frames, tmp_path):
     feats = qa.QAFeatures([np.array([1])], None, [np.full((1, 2), -1)], np.array([0]), None, None, ["x"], [""], 0)
     s = qa.resolve_settings(TINY)
     none = {"objective": None, "objective_factory": None, "selection": None, "extra_validation": None}
-    assert qa._fingerprint("m", s, feats, feats, none) == qa._fingerprint("m", s, feats, feats)
-    assert qa._fingerprint("m", s, feats, feats, {**none, "objective": "a"}) != qa._fingerprint("m", s, feats, feats)
+    assert finetune._fingerprint("m", s, feats, feats, none) == finetune._fingerprint("m", s, feats, feats)
+    assert finetune._fingerprint("m", s, feats, feats, {**none, "objective": "a"}) != finetune._fingerprint("m", s, feats, feats)
 
 
 def test_scratch_init_is_a_seeded_random_model_of_the_same_architecture():
@@ -559,14 +560,14 @@ def test_scratch_init_is_a_seeded_random_model_of_the_same_architecture():
 
     pretrained = load_qa_model(MINILM).state_dict()
     torch.manual_seed(0)
-    a = qa._initial_model(MINILM, "scratch").state_dict()
+    a = finetune._initial_model(MINILM, "scratch").state_dict()
     torch.manual_seed(0)
-    b = qa._initial_model(MINILM, "scratch").state_dict()
+    b = finetune._initial_model(MINILM, "scratch").state_dict()
     assert a.keys() == pretrained.keys() and all(torch.equal(a[k], b[k]) for k in a)
     key = "bert.encoder.layer.0.attention.self.query.weight"
     assert a[key].shape == pretrained[key].shape and not torch.equal(a[key], pretrained[key])
     with pytest.raises(ValueError, match="unknown init 'random'"):
-        qa._initial_model(MINILM, "random")
+        finetune._initial_model(MINILM, "random")
 
 
 class FakeSelection:
@@ -632,7 +633,7 @@ def test_extra_validation_curves_are_recorded_at_every_evaluation(selection_run,
     loss = qa.validation_loss(load_qa_model(tmp / "s" / "model"), ood)
     assert curves["ood"][1]["loss"] == pytest.approx(loss, rel=1e-5)
     with pytest.raises(ValueError, match="'validation'"):
-        qa._eval_frames(squad_dev.iloc[:2], {"validation": squad_dev.iloc[:2]}, tokenizer, qa.resolve_settings(TINY))
+        finetune._eval_frames(squad_dev.iloc[:2], {"validation": squad_dev.iloc[:2]}, tokenizer, qa.resolve_settings(TINY))
 
 
 def test_selection_state_survives_preemption(selection_run, tiny_frames, squad_dev):

@@ -489,3 +489,35 @@ def test_broken_data_files_fail_with_one_line_naming_the_file_and_record(tmp_pat
         log = (work / "results/logs/data/download_squad_dev.log").read_text()
         assert words in log and "Traceback" not in log, (name, log[-2000:])
         assert not (work / "results/data/squad/dev.parquet").exists()
+
+
+def test_audit_target_of_the_tiny_qa_model_repeats_the_workflows_numbers(tiny_run):
+    """The config's `audit:` section as a workflow target: only the audit job runs, and its EM/F1, per-heuristic
+    prediction bias and Human bias equal the workflow's own files for the same model and split."""
+    work, cfg = tiny_run
+    config = yaml.safe_load(cfg.read_text())
+    config["audit"] = {
+        "tiny_qa": {
+            "model": "results/models/minilm/seed0/model",
+            "task": "qa",
+            "data": {"dataset": "squad", "split": "validation"},
+            "tfidf_reference": {"dataset": "squad", "split": "train"},
+        }
+    }
+    audit_cfg = work / "tiny-audit.yaml"
+    audit_cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    proc = snakemake(work, "results/audit/tiny_qa/audit.json", "--cores", "2", "--configfile", str(audit_cfg))
+    assert job_counts(proc.stderr + proc.stdout).get("audit") == 1
+    res = work / "results"
+    audit = json.loads((res / "audit/tiny_qa/audit.json").read_text())
+    metrics = json.loads((res / "predictions/minilm/seed0/squad/validation.metrics.json").read_text())
+    assert audit["em"] == pytest.approx(metrics["exact_match"]) and audit["f1"] == pytest.approx(metrics["f1"])
+    for row in audit["bias"]:
+        h = row["heuristic"]
+        ours = json.loads((res / f"bias/minilm/seed0/squad/validation/{h}.json").read_text())
+        human = json.loads((res / f"bias/human/squad/validation/{h}.json").read_text())
+        assert row["prediction_bias"] == pytest.approx(ours["prediction_bias"]), h
+        if audit["human_bias"] is not None:
+            assert row["human_bias"] == pytest.approx(human["prediction_bias"]), h
+    page = (res / "audit/tiny_qa/report.html").read_text()
+    assert 'id="summary"' in page and "figure-bias" in page

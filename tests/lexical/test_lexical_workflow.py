@@ -191,3 +191,30 @@ def test_tiny_lexical_run_trains_and_tests_the_bilstm_control(tiny_lexical_run):
     t2 = pd.read_csv(res / "report/lexical/table2.csv")
     row = t2[t2["model"] == "lstm"].iloc[0]
     assert row["kind"] == "from scratch" and row["weighting"] == "q"
+
+
+def test_audit_of_the_workflows_classifier_reproduces_its_numbers(tiny_lexical_run, tmp_path):
+    """`spurious audit` on the tiny run's MiniLM with the run's train and test splits: the same accuracy and the same
+    permutation test as the workflow's files (the workflow's top_k is 10 here: the audit's is passed through)."""
+    from spurious.audit.classification import audit_classification
+
+    work, _ = tiny_lexical_run
+    res = work / "results"
+    test = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
+    train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
+    for model, weighting in (("minilm", "uniform"), ("lstm", "q")):
+        folder = res / f"lexical/qnli/models/{model}/{weighting}/seed0/model"
+        result = audit_classification(folder, test, train=train, top_k=10, device="cpu")
+        workflow = json.loads((res / f"lexical/qnli/permutation/{model}/{weighting}/seed0.json").read_text())
+        preds = pd.read_parquet(res / f"lexical/qnli/predictions/{model}/{weighting}/seed0.parquet")
+        assert result["accuracy"] == pytest.approx(preds["correct"].mean())
+        perm = result["permutation_test"]
+        assert perm["log10_p"] == pytest.approx(workflow["log10_p"]), model
+        assert (perm["n_usual"], perm["correct_usual"]) == (workflow["n_usual"], workflow["correct_usual"])
+        assert {r["feature"] for r in result["insertion"]} >= {"punctuation:exclamation", "prefix:my_thought"}
+        pred = result["predictability"]
+        if model == "lstm":
+            assert pred == {"computed": False, "reason": "a BiLSTM control has no pooled transformer representation"}
+        else:  # 64 probes on 10 % of the training pairs each: every pair is held out many times
+            assert pred["computed"] and pred["n_scored"] == len(train) and sum(pred["histogram"]) == len(train)
+            assert pred["t"] == round(0.1 * len(train)) and 0.0 <= pred["share_predictable"] <= 1.0

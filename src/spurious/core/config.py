@@ -273,11 +273,23 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
     """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
     problems = []
     task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
-    if not cfg["models"] and not cfg.get("lexical") and not cfg.get("aflite") and not cfg.get("spuriousbench"):
+    if not (cfg["models"] or cfg.get("lexical") or cfg.get("aflite") or cfg.get("spuriousbench") or cfg.get("audit")):
         problems.append(
-            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical), aflite or "
-            "spuriousbench"
+            "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical), aflite, "
+            "spuriousbench or audit"
         )
+    for name, spec in (cfg.get("audit") or {}).items():
+        for key in ("data", "train", "tfidf_reference"):
+            ref = spec.get(key)
+            if not ref:
+                continue
+            wanted = "qa" if spec["task"] == "qa" else "classification"
+            if key == "train" and spec["task"] == "qa" or key == "tfidf_reference" and spec["task"] != "qa":
+                problems.append(f"config key 'audit.{name}.{key}': not used by a {spec['task']} audit; remove it")
+            elif task.get(ref["dataset"]) != wanted:
+                problems.append(f"config key 'audit.{name}.{key}': {ref['dataset']!r} is not a declared {wanted} dataset")
+            elif ref["split"] not in available_splits(cfg, ref["dataset"]):
+                problems.append(f"config key 'audit.{name}.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
         allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a", "squad_article")

@@ -1,0 +1,209 @@
+"""`spurious audit MODEL --task qa|classification [--data FILE] [--train FILE] --out DIR`: the command line, and
+:func:`run_audit`, which the workflow's audit rule calls too."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+from spurious.audit.classification import AuditInputError
+
+log = logging.getLogger(__name__)
+
+SQUAD_DEV = "squad_v1.1/dev-v1.1.json.gz"
+SST2_DEV = "sst2/dev.tsv"
+QNLI_DEV = "qnli/validation/0000.parquet"
+
+
+def default_data(task: str, label_names: list[str] | None) -> tuple[str, str]:
+    """(path in the offline mirror, why): SQuAD v1.1 dev for QA; for classification QNLI dev when the model's labels
+    name entailment (a pair task), else SST-2 dev (two labels, one input)."""
+    if task == "qa":
+        return SQUAD_DEV, "default for QA: SQuAD v1.1 dev"
+    names = [n.lower() for n in label_names or []]
+    if any("entail" in n for n in names):
+        if len(names) != 2:
+            raise AuditInputError(
+                f"the model predicts {len(names)} labels {label_names}; the mirror's pair task QNLI has two: pass --data"
+            )
+        return QNLI_DEV, "default for a two-label model whose labels name entailment: QNLI dev (question, sentence)"
+    if len(names) != 2:
+        raise AuditInputError(f"the model predicts {len(names)} labels {label_names}; no default data fits: pass --data")
+    return SST2_DEV, "default for a two-label single-input model: SST-2 dev"
+
+
+def _mirror_file(relative: str) -> Path:
+    from spurious.core.data import MIRROR_ENV, resolve_mirror_path
+
+    path = resolve_mirror_path(relative)
+    if path is None:
+        raise AuditInputError(
+            f"the default data {relative} is not in the offline mirror ({MIRROR_ENV}={os.environ.get(MIRROR_ENV)!r}); "
+            "set SPURIOUS_DATA_MIRROR to the shared data folder or pass --data"
+        )
+    return path
+
+
+def read_qa(path: str | os.PathLike, on_invalid: str = "error") -> pd.DataFrame:
+    """A QA file: the workflow's normalised parquet, or SQuAD JSON / flat records (validated as the CLI does)."""
+    from spurious.cli import CLIError, load_data
+
+    if str(path).endswith(".parquet"):
+        from spurious.core.data import read_qa_parquet
+
+        return read_qa_parquet(path)
+    try:
+        return load_data(path, on_invalid=on_invalid)[0]
+    except CLIError as exc:
+        raise AuditInputError(str(exc)) from None
+
+
+def load_classification(path: str | os.PathLike, label_names: list[str] | None) -> pd.DataFrame:
+    """A classification file (the workflow's normalised parquet, a hub parquet export or a GLUE TSV), validated as
+    the CLI does; ``label_names`` names the labels in index order."""
+    from spurious.cli import CLIError, load_classification_file
+
+    args = argparse.Namespace(text_columns=None, label_column=None,
+                              label_names=",".join(label_names) if label_names else None)
+    try:
+        frame = load_classification_file(path, args)
+    except CLIError as exc:
+        raise AuditInputError(str(exc)) from None
+    if len(frame) == 0:
+        raise AuditInputError(
+            f"{path}: has no labelled examples (unlabelled rows, label -1, are dropped); the audit needs gold labels"
+        )
+    frame.attrs.setdefault("source", str(path))
+    return frame
+
+
+def adopt_model_names(frame: pd.DataFrame, model_names: list[str]) -> bool:
+    """Name a frame's labels after the model's when the data has label ids only (GLUE's SST-2 TSV: 0, 1) and as
+    many labels as the model; returns whether it did."""
+    names = list(frame.attrs["label_names"])
+    if names == [str(i) for i in range(len(names))] and len(names) == len(model_names):
+        frame.attrs["label_names"] = list(model_names)
+        return True
+    return False
+
+
+def run_audit(
+    model: str,
+    task: str,
+    out: str | os.PathLike,
+    *,
+    data: str | None = None,
+    train: str | None = None,
+    label_names: list[str] | None = None,
+    tokens: tuple[str, ...] = (),
+    features: list[str] | None = None,
+    tfidf_reference: str | None = None,
+    bias_settings: dict[str, Any] | None = None,
+    heuristic_names: list[str] | None = None,
+    device: str = "auto",
+    threads: int = 1,
+    log_fn: Callable[[str], None] | None = None,
+) -> dict[str, Any]:
+    """Run the audit and write ``audit.json`` and ``report.html`` into ``out``; returns the result."""
+    import spurious
+    from spurious.audit import report
+
+    emit = log_fn or log.info
+    if task == "qa":
+        from spurious.audit.qa import audit_qa, check_qa_model
+
+        check_qa_model(model)
+        path, why = (data, "given with --data") if data else (str(_mirror_file(SQUAD_DEV)), default_data("qa", None)[1])
+        frame = read_qa(path)
+        # one context per question, as the workflow's heuristics rule fits cos-sim's TF-IDF
+        contexts = read_qa(tfidf_reference, on_invalid="drop")["context"].tolist() if tfidf_reference else None
+        emit(f"QA audit of {model} on {path} ({len(frame)} questions; {why})")
+        result = audit_qa(model, frame, heuristics=heuristic_names, tfidf_contexts=contexts, threads=threads,
+                          predict_settings={"device": device}, log=emit, **(bias_settings or {}))
+    elif task == "classification":
+        from spurious.audit.classification import audit_classification, match_labels, model_label_names
+
+        names = model_label_names(model)
+        if data:
+            path, why = data, "given with --data"
+        else:
+            relative, why = default_data("classification", names)
+            path = str(_mirror_file(relative))
+        frame = load_classification(path, label_names)
+        ids_only = label_names is None and adopt_model_names(frame, names)
+        match_labels(names, list(frame.attrs["label_names"]), model=model, data=path)  # before any long step
+        train_frame = load_classification(train, label_names) if train else None
+        if train_frame is not None and label_names is None:
+            adopt_model_names(train_frame, names)
+        nlp = None
+        if any(f.startswith("adverb:") for f in features or []):
+            from spurious.spuriousbench.construction import load_nlp
+
+            nlp = load_nlp()
+        emit(f"classification audit of {model} on {path} ({len(frame)} examples; {why})")
+        result = audit_classification(model, frame, train=train_frame, features=features, tokens=tokens,
+                                      device=device, nlp=nlp, log=emit)
+        if ids_only:
+            result["label_mapping"] = "by index (the data has label ids only; the model's names are used)"
+    else:
+        raise AuditInputError(f"unknown task {task!r}; use qa or classification")
+    result.update(
+        model=report.fingerprint(model) | {"id": str(model)},
+        data=report.fingerprint(path) | {"id": str(path), "why": why},
+        train=report.fingerprint(train) | {"id": str(train)} if train else None,
+        version=spurious.__version__,
+    )
+    json_path, html_path = report.write_audit(result, out)
+    emit(f"wrote {json_path} and {html_path}")
+    return result
+
+
+def add_parser(sub: Any) -> None:
+    p = sub.add_parser(
+        "audit",
+        help="which shortcuts a model takes: every diagnostic of the four papers that fits its task, in one report",
+    )
+    p.add_argument("model", metavar="MODEL", help="a model folder or hub id (or a BiLSTM folder of the lexical track)")
+    p.add_argument("--task", choices=("qa", "classification"), required=True)
+    p.add_argument("--data", default=None, metavar="FILE",
+                   help="evaluation data (default: from the offline mirror, SQuAD v1.1 dev / SST-2 dev / QNLI dev)")
+    p.add_argument("--train", default=None, metavar="FILE", help="classification: the model's training data")
+    p.add_argument("--out", required=True, metavar="DIR", help="where audit.json and report.html go")
+    p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="the data's label names in index order")
+    p.add_argument("--insert-token", action="append", default=[], metavar="WORD",
+                   help="classification: also test inserting this word (repeatable)")
+    p.add_argument("--features", default=None, metavar="F1,F2",
+                   help="classification: SpuriousBench insertion features (default: punctuation and prefixes)")
+    p.add_argument("--tfidf-reference", default=None, metavar="FILE",
+                   help="QA: fit cos-sim's TF-IDF on this file's contexts (the workflow uses the training split)")
+    p.add_argument("--sample-size", type=int, default=400, help="QA: bootstrap sample size (default 400, the demo's)")
+    p.add_argument("--iterations", type=int, default=100, help="QA: bootstrap draws (default 100)")
+    p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
+    p.add_argument("--threads", type=int, default=1, metavar="N", help="QA: processes for the heuristics' spaCy work")
+    p.set_defaults(func=cmd_audit)
+
+
+def cmd_audit(args: argparse.Namespace) -> int:
+    from spurious.cli import CLIError
+
+    def progress(message: str) -> None:
+        print(f"spurious audit: {message}", file=sys.stderr, flush=True)
+
+    try:
+        run_audit(
+            args.model, args.task, args.out, data=args.data, train=args.train,
+            label_names=args.label_names.split(",") if args.label_names else None,
+            tokens=tuple(args.insert_token), features=args.features.split(",") if args.features else None,
+            tfidf_reference=args.tfidf_reference, device=args.device, threads=args.threads, log_fn=progress,
+            bias_settings={"sample_size": args.sample_size, "iterations": args.iterations},
+        )
+    except AuditInputError as exc:
+        raise CLIError(str(exc)) from None
+    return 0

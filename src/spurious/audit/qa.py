@@ -1,0 +1,162 @@
+"""The QA audit: a user's extractive QA model on SQuAD-format data (Think Twice, Mikula et al. 2024).
+
+* predictions and the official SQuAD v1.1 EM/F1;
+* the seven bias heuristics and the prediction bias of the model per heuristic, with the threshold search
+  (:func:`spurious.thinktwice.bias.search_threshold`, Alg. 1);
+* where every question has at least three gold answers' worth of annotators, the *Human* reference: the three
+  annotators as models, each scored against the other two, the minimum bias over them per heuristic (§3);
+* a heuristic is *flagged* when the model's prediction bias is positive (a threshold whose two segments' bootstrap
+  EM intervals do not overlap) and larger than the Human model's on the same data and settings.
+
+The settings default to the demo workflow's (``config.yaml``: sample size 400, 100 draws without replacement, seed 0;
+the bug-fixed heuristics; cos-sim's TF-IDF fitted on the evaluated contexts unless ``tfidf_contexts`` is given), so
+an audit of the demo's model on the demo's validation split reproduces the workflow's numbers.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from spurious.audit.classification import AuditInputError, check_tokenizer_files
+
+LogFn = Callable[[str], None]
+
+
+def check_qa_model(model: str | os.PathLike) -> None:
+    """AuditInputError unless ``model`` is an extractive QA model with a tokenizer."""
+    from transformers import AutoConfig
+
+    from spurious.core.models import ModelResolutionError, resolve_model
+    from spurious.lexical.bilstm import is_bilstm
+
+    if os.path.isdir(model) and is_bilstm(model):
+        raise AuditInputError(
+            f"{model}: a BiLSTM classifier of the lexical track, not an extractive QA model; use --task classification"
+        )
+    try:
+        config = AutoConfig.from_pretrained(resolve_model(model))
+    except (OSError, ValueError, ModelResolutionError) as exc:
+        raise AuditInputError(f"{model}: not a model folder or hub id that transformers can read ({exc})") from None
+    if not any("QuestionAnswering" in a for a in config.architectures or []):
+        raise AuditInputError(
+            f"{model}: a {'/'.join(config.architectures or ['base'])} model, not an extractive QA model; a QA audit "
+            "needs a model fine-tuned for span extraction (for classifiers use --task classification)"
+        )
+    check_tokenizer_files(model)
+    try:
+        from spurious.core.models import load_tokenizer
+
+        load_tokenizer(model)
+    except (OSError, ValueError, ModelResolutionError) as exc:
+        raise AuditInputError(f"{model}: has no usable tokenizer ({exc}); save the tokenizer beside the model") from None
+
+
+FEATURISATION_KEYS = ("max_length", "stride", "n_best", "max_answer_length")
+
+
+def featurisation_settings(model: str | os.PathLike) -> tuple[dict[str, Any], str]:
+    """The windowing and answer-search settings a model was trained with, from the ``training.json`` the workflow
+    writes beside the model folder (or inside it), so that its predictions are the workflow's; the package defaults
+    (max_length 384, stride 128) when there is none. Returns (settings, where they came from)."""
+    import json
+
+    folder = Path(os.fspath(model))
+    for candidate in (folder / "training.json", folder.parent / "training.json"):
+        if folder.is_dir() and candidate.is_file():
+            saved = json.loads(candidate.read_text()).get("settings") or {}
+            found = {k: saved[k] for k in FEATURISATION_KEYS if k in saved}
+            if found:
+                return found, str(candidate)
+    return {}, "the package defaults"
+
+
+def audit_qa(
+    model: str | os.PathLike,
+    data: pd.DataFrame,
+    *,
+    heuristics: Sequence[str] | None = None,
+    predictions: dict[str, str] | None = None,
+    heuristic_values: pd.DataFrame | None = None,
+    tfidf_contexts: Sequence[str] | None = None,
+    sample_size: int = 400,
+    iterations: int = 100,
+    with_replacement: bool = False,
+    seed: int = 0,
+    predict_settings: dict[str, Any] | None = None,
+    threads: int = 1,
+    log: LogFn | None = None,
+) -> dict[str, Any]:
+    """Every QA diagnostic of the module docstring; a JSON-ready dict. ``predictions`` / ``heuristic_values`` skip
+    the prediction / annotation step (e.g. to reuse a workflow's files)."""
+    from spurious.core.metrics import score_predictions
+    from spurious.core.qa import predict_qa
+    from spurious.thinktwice.bias import human_bias, human_scores, search_threshold
+    from spurious.thinktwice.heuristics import HEURISTICS, compute_heuristics
+
+    emit = log or (lambda message: None)
+    names = list(heuristics or HEURISTICS)
+    featurisation, featurisation_from = featurisation_settings(model)
+    if predictions is None:
+        check_qa_model(model)
+        settings = {**featurisation, **(predict_settings or {})}
+        emit(f"predicting answers to {len(data)} questions (windows {settings.get('max_length', 384)} tokens, "
+             f"stride {settings.get('stride', 128)}: {featurisation_from})")
+        predictions = predict_qa(model, data, settings=settings, log=emit)
+    scores = score_predictions(data, predictions)
+    if heuristic_values is None:
+        emit(f"computing {len(names)} heuristics on {len(data)} questions (spaCy; the longest step)")
+        contexts = list(tfidf_contexts) if tfidf_contexts is not None else data["context"].tolist()
+        heuristic_values = compute_heuristics(data, names, tfidf_contexts=contexts, threads=threads)
+    values = heuristic_values.set_index("id").loc[data["id"].astype(str)]
+    search = dict(sample_size=sample_size, iterations=iterations, seed=seed, with_replacement=with_replacement)
+
+    def bias_of(em: np.ndarray, f1: np.ndarray, value_rows: pd.DataFrame, h: str) -> dict[str, Any]:
+        result = search_threshold(value_rows[h].to_numpy(), em, f1, heuristic=h, allow_too_few_rows=True, **search)
+        result.pop("grid", None)
+        return result
+
+    emit("threshold search per heuristic")
+    model_bias = {h: bias_of(scores["em"].to_numpy(), scores["f1"].to_numpy(), values, h) for h in names}
+    human: dict[str, Any] | None = None
+    n_three = int(sum(len(a["text"]) >= 3 for a in data["answers"]))
+    if n_three >= 2 * sample_size:
+        emit("the Human reference: three annotators as models")
+        annotators = human_scores(data)
+        per_annotator = []
+        for scored in annotators:
+            rows = values.loc[scored["id"].astype(str)]
+            per_annotator.append({h: bias_of(scored["em"].to_numpy(), scored["f1"].to_numpy(), rows, h) for h in names})
+        human = human_bias(per_annotator)
+    rows = []
+    for h in names:
+        m = model_bias[h]
+        hb = human[h]["prediction_bias"] if human else None
+        rows.append(
+            {
+                "heuristic": h,
+                "prediction_bias": m["prediction_bias"],
+                "threshold": m["threshold"],
+                "biased_group": m["biased_group"],
+                "human_bias": hb,
+                "flagged": bool(m["prediction_bias"] > 0 and (hb is None or m["prediction_bias"] > hb)),
+            }
+        )
+    return {
+        "task": "qa",
+        "n_examples": int(len(data)),
+        "em": float(scores["em"].mean()),
+        "f1": float(scores["f1"].mean()),
+        "featurisation": {**featurisation, "from": featurisation_from},
+        "bias_settings": search,
+        "bias": rows,
+        "model_bias": model_bias,
+        "human_bias": human,
+        "human_reference": "annotators 0-2, each scored against the other two" if human else
+        f"not computed: {n_three} questions have three gold answers, fewer than twice the sample size",
+    }

@@ -1,0 +1,242 @@
+"""The audit's files: ``audit.json`` (every number) and ``report.html`` (one self-contained page: the summary table
+first, then each diagnostic's table and figure, figures inlined as SVG)."""
+
+from __future__ import annotations
+
+import hashlib
+import html
+import io
+import math
+import os
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+SUMMARY_COLUMNS = ("shortcut", "evidence", "effect size", "interval / p", "verdict")
+
+
+def fingerprint(path: str | os.PathLike) -> dict[str, Any]:
+    """sha256 of a file, or of a folder's files (names and contents, sorted); a hub id is recorded as given."""
+    p = Path(os.fspath(path))
+    if not p.exists():
+        return {"id": str(path), "sha256": None}
+    digest = hashlib.sha256()
+    files = sorted(f for f in p.rglob("*") if f.is_file()) if p.is_dir() else [p]
+    for f in files:
+        digest.update(str(f.relative_to(p) if p.is_dir() else f.name).encode())
+        with open(f, "rb") as fh:
+            for block in iter(lambda: fh.read(1 << 20), b""):
+                digest.update(block)
+    return {"path": str(p.resolve()), "sha256": digest.hexdigest(), "files": len(files)}
+
+
+def _fmt(x: Any, digits: int = 2) -> str:
+    if x is None or (isinstance(x, float) and math.isnan(x)):
+        return "–"
+    if isinstance(x, float):
+        return f"{x:.{digits}f}"
+    return str(x)
+
+
+def _p(p: float | None) -> str:
+    if p is None or (isinstance(p, float) and math.isnan(p)):
+        return "–"
+    return f"{p:.1e}" if p < 1e-3 else f"{p:.3f}"
+
+
+def summary_rows(result: Mapping[str, Any]) -> list[dict[str, str]]:
+    """One row per candidate shortcut: what it is, the evidence, effect size, interval or p-value, and the verdict."""
+    rows = []
+    if result["task"] == "qa":
+        for r in result["bias"]:
+            human = "no Human reference" if r["human_bias"] is None else f"Human {r['human_bias']:.2f}"
+            rows.append(
+                {
+                    "shortcut": f"heuristic {r['heuristic']}",
+                    "evidence": "prediction bias (bootstrapped EM intervals of the two segments, Think Twice Alg. 1)",
+                    "effect size": f"{r['prediction_bias']:.2f} EM points ({r['biased_group'] or 'no'} segment better)",
+                    "interval / p": f"threshold {_fmt(r['threshold'], 3)}; {human}",
+                    "verdict": "takes the shortcut" if r["flagged"] else "no evidence",
+                }
+            )
+        return rows
+    perm = result["permutation_test"]
+    rows.append(
+        {
+            "shortcut": f"lexical cues (top {len(result['top_features'])} z-score types, {perm['features_from']})",
+            "evidence": "exact permutation test, usual vs unusual label (Stubborn Lexical Bias)",
+            "effect size": f"ACC(U) {_fmt(perm['acc_usual'], 3)} vs ACC(N) {_fmt(perm['acc_unusual'], 3)}",
+            "interval / p": f"p = 10^{perm['log10_p']:.1f}",
+            "verdict": "takes the shortcut" if perm["log10_p"] < math.log10(result["alpha"]) else "no evidence",
+        }
+    )
+    pred = result.get("predictability")
+    if pred and pred.get("computed"):
+        rows.append(
+            {
+                "shortcut": "training data a linear probe solves (AFLite)",
+                "evidence": f"{pred['m']} logistic-regression probes on the model's representations, {pred['t']} "
+                "training instances each, scored held out",
+                "effect size": f"{pred['share_predictable']:.1%} of {pred['n_scored']} instances with predictability "
+                f"≥ {pred['tau']}",
+                "interval / p": f"probe accuracy {pred['probe_accuracy']:.3f}",
+                "verdict": "descriptive (no test)",
+            }
+        )
+    for r in result["insertion"]:
+        if r.get("p") is None or (isinstance(r.get("p"), float) and math.isnan(r["p"])):
+            continue
+        low, high = r["flip_rate_ci"]
+        rows.append(
+            {
+                "shortcut": f"inserted {r['feature']} → {r['label']}",
+                "evidence": f"feature-insertion test on {r['n_applicable']} examples ({r['segment']})",
+                "effect size": f"flip rate {r['flip_rate']:.3f} (net shift {r['net_shift']:+.3f})",
+                "interval / p": f"95 % CI [{low:.3f}, {high:.3f}]; p = {_p(r['p'])} (Holm {_p(r['p_holm'])})",
+                "verdict": "takes the shortcut" if r["flagged"] else "no evidence",
+            }
+        )
+    return rows
+
+
+def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], table_id: str) -> str:
+    head = "".join(f"<th>{html.escape(c)}</th>" for c in columns)
+    body = "".join(
+        "<tr>" + "".join(f"<td>{html.escape(_fmt(r.get(c), 3))}</td>" for c in columns) + "</tr>" for r in rows
+    )
+    return f'<table id="{table_id}"><thead><tr>{head}</tr></thead><tbody>{body}</tbody></table>'
+
+
+def _svg(fig: Any) -> str:
+    import matplotlib.pyplot as plt
+
+    buffer = io.StringIO()
+    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    plt.close(fig)
+    text = buffer.getvalue()
+    return text[text.index("<svg") :]
+
+
+def qa_figure(result: Mapping[str, Any]) -> str:
+    """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = result["bias"]
+    fig, ax = plt.subplots(figsize=(7, 3.2))
+    x = range(len(rows))
+    ax.bar([i - 0.2 for i in x], [r["prediction_bias"] for r in rows], width=0.4, label="model")
+    if any(r["human_bias"] is not None for r in rows):
+        ax.bar([i + 0.2 for i in x], [r["human_bias"] or 0.0 for r in rows], width=0.4, label="Human")
+    ax.set_xticks(list(x), [r["heuristic"] for r in rows])
+    ax.set_ylabel("prediction bias (EM points)")
+    ax.legend()
+    return _svg(fig)
+
+
+def insertion_figure(result: Mapping[str, Any]) -> str:
+    """Flip rate towards the associated label per inserted feature, with 95 % intervals."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rows = [r for r in result["insertion"] if r.get("flip_rate") is not None and not math.isnan(r["flip_rate"])]
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1))
+    y = list(range(len(rows)))
+    rates = [r["flip_rate"] for r in rows]
+    errors = [[r["flip_rate"] - r["flip_rate_ci"][0] for r in rows], [r["flip_rate_ci"][1] - r["flip_rate"] for r in rows]]
+    colors = ["tab:red" if r["flagged"] else "tab:gray" for r in rows]
+    ax.barh(y, rates, xerr=errors, color=colors)
+    ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
+    ax.set_xlabel("share of examples not predicted the label that flip to it (red: flagged)")
+    ax.invert_yaxis()
+    return _svg(fig)
+
+
+def permutation_figure(result: Mapping[str, Any]) -> str:
+    """Accuracy on the usual- and unusual-label instances."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    perm = result["permutation_test"]
+    fig, ax = plt.subplots(figsize=(4, 3))
+    ax.bar(["usual label U", "unusual label N"], [perm["acc_usual"], perm["acc_unusual"]], color=["tab:blue", "tab:orange"])
+    ax.set_ylim(0, 1)
+    ax.set_ylabel("accuracy")
+    return _svg(fig)
+
+
+STYLE = """
+body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
+table { border-collapse: collapse; margin: 1rem 0; font-size: 0.9rem; }
+th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
+th { background: #f2f2f2; }
+figure { margin: 1rem 0; } figure svg { max-width: 100%; height: auto; }
+.meta { color: #555; font-size: 0.85rem; }
+"""
+
+
+def render_html(result: Mapping[str, Any]) -> str:
+    """The report page."""
+    title = f"spurious audit: {html.escape(str(result['model']['id']))}"
+    parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'><title>{title}</title>",
+             f"<style>{STYLE}</style></head><body><h1>{title}</h1>"]
+    parts.append(
+        f"<p class='meta'>task {result['task']}; data {html.escape(str(result['data']['id']))} "
+        f"({result['n_examples']} examples, chosen: {html.escape(result['data']['why'])}); spurious "
+        f"{html.escape(result['version'])}</p>"
+    )
+    parts.append("<h2>Summary</h2>")
+    parts.append(_table(result["summary"], SUMMARY_COLUMNS, "summary"))
+    figures = []
+    if result["task"] == "qa":
+        parts.append(f"<h2>Accuracy</h2><p>EM {result['em']:.2f}, F1 {result['f1']:.2f} (official SQuAD v1.1 script)</p>")
+        parts.append(f"<h2>Prediction bias per heuristic</h2><p>{html.escape(str(result['bias_settings']))}; Human: "
+                     f"{html.escape(result['human_reference'])}</p>")
+        parts.append(_table(result["bias"], ["heuristic", "prediction_bias", "threshold", "biased_group", "human_bias",
+                                             "flagged"], "bias"))
+        figures.append(("figure-bias", qa_figure(result), "Prediction bias per heuristic (model and Human)"))
+    else:
+        parts.append(f"<h2>Accuracy</h2><p>{result['accuracy']:.4f} on {result['n_examples']} examples "
+                     f"(labels matched {result['label_mapping']})</p>")
+        perm = result["permutation_test"]
+        parts.append("<h2>Permutation test (Stubborn Lexical Bias)</h2>")
+        parts.append(_table([perm], ["n_usual", "acc_usual", "n_unusual", "acc_unusual", "log10_p", "features_from"],
+                            "permutation"))
+        figures.append(("figure-permutation", permutation_figure(result), "Accuracy on usual vs unusual label"))
+        parts.append("<h2>Feature-insertion test</h2>")
+        parts.append(_table(result["insertion"], ["feature", "label", "n_applicable", "flips_towards", "flips_away",
+                                                  "flip_rate", "net_shift", "p", "p_holm", "flagged"], "insertion"))
+        figures.append(("figure-insertion", insertion_figure(result), "Flip rate per inserted feature"))
+        if pred := result.get("predictability"):
+            parts.append("<h2>Training data: AFLite predictability</h2>")
+            if pred.get("computed"):
+                parts.append(_table([pred], ["representation", "m", "t", "tau", "n_scored", "share_predictable",
+                                             "probe_accuracy"], "predictability"))
+            else:
+                parts.append(f"<p>Not computed: {html.escape(pred['reason'])}.</p>")
+        parts.append("<h2>Top lexical features per label</h2>")
+        parts.append(_table(result["top_features"][:40], ["label", "feature", "z", "n"], "top-features"))
+    for fig_id, svg, caption in figures:
+        parts.append(f"<figure id='{fig_id}'>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>")
+    parts.append("</body></html>")
+    return "\n".join(parts)
+
+
+def write_audit(result: dict[str, Any], out_dir: str | os.PathLike) -> tuple[Path, Path]:
+    """Write ``audit.json`` and ``report.html`` into ``out_dir`` (each to a temporary name, then renamed)."""
+    from spurious.core.io import atomic_path, write_json
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    result = dict(result, summary=summary_rows(result))
+    write_json(result, out / "audit.json")
+    page = render_html(result)
+    with atomic_path(out / "report.html") as tmp:
+        Path(tmp).write_text(page, encoding="utf-8")
+    return out / "audit.json", out / "report.html"
