@@ -36,10 +36,10 @@ rule lexical_reweight:
         "results/logs/lexical/reweight_{dataset}.log",
     benchmark:
         "results/benchmarks/lexical/reweight_{dataset}.tsv"
-    conda:
-        "../envs/spurious.yaml"
     # first when it can run: every q-weighted classifier waits on it
     priority: 10
+    conda:
+        "../envs/spurious.yaml"
     threads: 2
     resources:
         mem_mb=16000,
