@@ -517,10 +517,7 @@ def cmd_lexical_test(args: argparse.Namespace) -> int:
             f"{test.attrs['label_names']}); pass --label-names to fix their order"
         )
     names = list(train.attrs["label_names"])
-    matrix, vocabulary = lexical.feature_matrix(train["text_a"], train["text_b"], counting=args.counting)
-    table = lexical.zscore_table(matrix, vocabulary, train["label"].to_numpy(), len(names), names)
-    stop = lexical.feature_stop_words() if args.stop_words == "nltk" else frozenset()
-    top = lexical.top_features(table, k=args.top_k, stop_words=stop)
+    table, top = lexical.select_features(train, counting=args.counting, top_k=args.top_k, stop_words=args.stop_words)
     labels = test["label"].to_numpy()
     try:
         correct = lexical.correct_predictions(

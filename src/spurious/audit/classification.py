@@ -136,17 +136,6 @@ def load_predictor(model: str | os.PathLike, label_names: Sequence[str], *, batc
     return predict
 
 
-def zscore_selection(frame: pd.DataFrame, *, counting: str, top_k: int, stop_words: str) -> tuple[pd.DataFrame, pd.DataFrame]:
-    """(z-score table, top ``top_k`` types per label) of a labelled frame, as the lexical track's features rule."""
-    from spurious.lexical import features as lexical
-
-    names = list(frame.attrs["label_names"])
-    matrix, vocabulary = lexical.feature_matrix(frame["text_a"], frame["text_b"], counting=counting)
-    table = lexical.zscore_table(matrix, vocabulary, frame["label"].to_numpy(), len(names), names)
-    stop = lexical.feature_stop_words() if stop_words == "nltk" else frozenset()
-    return table, lexical.top_features(table, k=top_k, stop_words=stop)
-
-
 def training_predictability(
     model: str | os.PathLike,
     train: pd.DataFrame,
@@ -238,7 +227,7 @@ def audit_classification(
 
     emit("lexical z-scores and the permutation test")
     selection_frame = train if train is not None else data
-    table, top = zscore_selection(selection_frame, counting=counting, top_k=top_k, stop_words=stop_words)
+    table, top = lexical.select_features(selection_frame, counting=counting, top_k=top_k, stop_words=stop_words)
     permutation = lexical.model_bias_test(
         table, top, data["text_a"], data["text_b"], labels, correct, counting=counting
     )

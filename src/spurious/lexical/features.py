@@ -400,6 +400,18 @@ def feature_stop_words(stop_words: Collection[str] | None = None) -> frozenset[s
     return frozenset(w for word in words for w in (word, *tokenize(word)))
 
 
+def select_features(
+    frame: pd.DataFrame, *, counting: str = "types", top_k: int = 50, stop_words: str = "nltk"
+) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """(z-score table, the ``top_k`` highest-z types per label) of a labelled classification frame, ``stop_words``
+    ``nltk`` or ``none``: the lexical track's features rule, the CLI's lexical-test and the audit."""
+    names = list(frame.attrs["label_names"])
+    matrix, vocabulary = feature_matrix(frame["text_a"], frame["text_b"], counting=counting)
+    table = zscore_table(matrix, vocabulary, frame["label"].to_numpy(), len(names), names)
+    stop = feature_stop_words() if stop_words == "nltk" else frozenset()
+    return table, top_features(table, k=top_k, stop_words=stop)
+
+
 def associated_labels(table: pd.DataFrame, features: Sequence[str]) -> dict[str, int]:
     """Each feature's most-associated training label ``y_j = argmax_y p̂(y | w)``; ties go to the lowest label id.
 
