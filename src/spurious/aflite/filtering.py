@@ -123,7 +123,7 @@ def predictability_scores(
     rows = np.stack([rng.choice(n, size=t, replace=False) for _ in range(m)])
     masks = np.zeros((m, n), dtype=bool)
     np.put_along_axis(masks, rows, True, axis=1)
-    y_t = torch.as_tensor(y, device=dev)
+    y_t = torch.tensor(y, device=dev)  # a copy: y may be a read-only view (a parquet column)
     weight, bias = fit_logistic_batched(
         x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter, tol=tol
     )

@@ -110,7 +110,7 @@ def audit_qa(
         predictions = predict_qa(model, data, settings=settings, log=emit)
     scores = score_predictions(data, predictions)
     if heuristic_values is None:
-        emit(f"computing {len(names)} heuristics on {len(data)} questions (spaCy; the longest step)")
+        emit(f"computing {len(names)} heuristics on {len(data)} questions (spaCy)")
         contexts = list(tfidf_contexts) if tfidf_contexts is not None else data["context"].tolist()
         heuristic_values = compute_heuristics(data, names, tfidf_contexts=contexts, threads=threads)
     values = heuristic_values.set_index("id").loc[data["id"].astype(str)]
