@@ -5,7 +5,8 @@ Both train the same model on the same SQuAD dev windows (the first ``--questions
 accumulation, learning rate, linear schedule, gradient clipping (1.0) and seed, on the same device; with CUDA both use
 bf16 autocast (ours: ``bf16: auto``; Trainer: ``bf16=True``), on CPU both run in fp32.
 
-* **ours** calls ``spurious.core.qa.train_qa`` itself (the real loop: dynamic padding in ``QAFeatures.collate``, masked
+* **ours** calls ``spurious.core.qa.train_qa`` itself (the real path: our engine ``spurious.core.engine`` on
+  Accelerate, one process, dynamic padding in ``QAFeatures.collate``, masked
   ``qa_loss``, AdamW), once with ``group_by_length: true`` and once with ``false`` (random order, dynamic padding only).
   Timing: ``log_every: 1`` makes the loop call our ``log`` callback after every optimizer step; the callback
   synchronises CUDA and stamps ``time.perf_counter()``. Throughput is measured between the stamp of step ``--warmup``
@@ -23,7 +24,7 @@ features/s = windows trained on in the timed steps / timed seconds (both loops s
 batches and a last partial one, ``gradient_accumulation_steps`` micro-batches per step, fewer at an epoch's end), so
 the counts are exact and identical for both. ``pad %`` is the share of padding tokens in the batches the model saw.
 
-The Trainer needs ``accelerate>=1.1.0`` (not a project dependency); the benchmark stops with a message without it.
+Both need ``accelerate`` (a project dependency: our engine is built on it, and so is the Trainer).
 Example (CPU; on a GPU machine the default ``--device auto`` picks CUDA and bf16):
 
     HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false .venv/bin/python benchmarks/bench_train_loop.py \\
@@ -33,12 +34,10 @@ Example (CPU; on a GPU machine the default ``--device auto`` picks CUDA and bf16
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import os
 import platform
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -381,8 +380,6 @@ def main() -> None:
     os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
     if not 0 < args.warmup < args.steps:
         ap.error("need 0 < --warmup < --steps")
-    if importlib.util.find_spec("accelerate") is None:
-        sys.exit("the Trainer baseline needs accelerate>=1.1.0: pip install 'accelerate>=1.1.0'")
     if args.threads:
         torch.set_num_threads(args.threads)
     device = pick_device(args.device)

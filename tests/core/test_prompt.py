@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from spurious.core import classifier, prompt
+from spurious.core.engine import MODEL_STATE_FILE
 from spurious.core.models import load_tokenizer
 from spurious.core.prompt import PAPER_PROMPTS, PromptClassifier, PromptSpec
 from spurious.spuriousbench import construction as spuriousbench
@@ -424,14 +425,16 @@ def test_preempted_and_resumed_run_saves_the_same_best_model(eval_run, tiny_mlm)
         _train_eval(tiny_mlm, tmp, "c", log=_sigterm_at(4))
     assert exc.value.step == 4
     saved = json.loads((ckpt / "step-00000004" / "state.json").read_text())
-    assert saved["eval_history"] == [] and saved["last_eval_step"] == 0
-    step4 = torch.load(ckpt / "step-00000004" / "model.pt", weights_only=True)
+    assert saved["evaluation"] == {} and saved["last_eval_step"] == 0
+    # the engine's checkpoint holds the training module, whose "model" is the PromptClassifier (the masked LM's keys)
+    saved4 = torch.load(ckpt / "step-00000004" / MODEL_STATE_FILE, weights_only=True)
+    step4 = {k.removeprefix("model."): v for k, v in saved4.items()}
     # 2nd segment: redoes the evaluation at 4, evaluates at 8, SIGTERM at 9 -> the best model travels in the checkpoint
     with pytest.raises(classifier.TrainingPreempted) as exc:
         _train_eval(tiny_mlm, tmp, "c", log=_sigterm_at(9))
     assert exc.value.step == 9
     saved = json.loads((ckpt / "step-00000009" / "state.json").read_text())
-    assert [r["step"] for r in saved["eval_history"]] == [4, 8]
+    assert [r["step"] for r in saved["evaluation"]["history"]] == [4, 8]
     assert (ckpt / "step-00000009" / "best_model.pt").is_file() == (saved["best_step"] != 9)
     # 3rd segment: finishes like the uninterrupted run
     c = _train_eval(tiny_mlm, tmp, "c")

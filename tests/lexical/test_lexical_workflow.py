@@ -4,6 +4,7 @@ profile), and a tiny end-to-end run on real QNLI records through every lexical r
 from __future__ import annotations
 
 import json
+import re
 
 import numpy as np
 import pandas as pd
@@ -36,8 +37,16 @@ def test_paper_lexical_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         str(REPO / "configs" / "paper-lexical.yaml"),
     )
     resources = _resources_by_rule(proc.stdout)
-    for rule in ("lexical_train", "lexical_predict"):
-        assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
+    assert resources["lexical_predict"]["gpu"] == "1" and resources["lexical_predict"]["slurm_partition"] == "gpu"
+    # one training process per GPU: the profile gives the RoBERTa-large runs 2 GPUs, the BiLSTM control 1
+    gpus_by_model: dict[str, set[str]] = {}
+    for job in re.split(r"\n(?=(?:local)?rule \w+:)", proc.stdout):
+        if job.startswith("rule lexical_train:"):
+            model = re.search(r"wildcards: .*model=(\w+)", job).group(1)
+            res = re.search(r"resources: (.*)", job).group(1)
+            gpus_by_model.setdefault(model, set()).add(re.search(r"\bgpu=(\d+)", res).group(1))
+            assert "slurm_partition=gpu" in res, res
+    assert gpus_by_model == {"roberta_large": {"2"}, "bilstm": {"1"}}, gpus_by_model
     for rule in ("lexical_features", "lexical_permutation", "lexical_bigrams"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
     counts = job_counts(proc.stdout)

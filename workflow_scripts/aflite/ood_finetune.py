@@ -5,7 +5,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification, classifier, io, runlog
+from spurious.core import classification, classifier, engine, io, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -19,7 +19,7 @@ summary = classifier.train_classifier(
     model_name_or_path=snakemake.input.model,
     output_dir=snakemake.output.model,
     checkpoint_dir=p.checkpoint_dir,
-    settings=dict(p.settings, threads=snakemake.threads),
+    settings=engine.job_settings(p.settings, threads=snakemake.threads, resources=snakemake.resources),
     init="pretrained",
     log=log.info,
 )

@@ -4,7 +4,7 @@ removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, classifier, io, runlog
+from spurious.core import classification, classifier, engine, io, runlog
 from spurious.lexical import bilstm, reweight
 
 if TYPE_CHECKING:
@@ -17,8 +17,8 @@ weights = None
 if w.weighting == "q":
     # the paper multiplies each example's loss by q_i * |D| (mean 1)
     weights = reweight.read_weights(snakemake.input.weights, train["id"]) * len(train)
-settings = dict(snakemake.params.settings, threads=snakemake.threads)
 if snakemake.params.init == "bilstm":  # the paper's no-pretraining control: CBOW + BiLSTM on this data only
+    settings = dict(snakemake.params.settings, threads=snakemake.threads)
     summary = bilstm.train_bilstm(train, output_dir=snakemake.output.model, settings=settings, weights=weights, log=log.info)
     summary["init"] = "bilstm"
 else:
@@ -27,7 +27,7 @@ else:
         model_name_or_path=snakemake.params.checkpoint,
         output_dir=snakemake.output.model,
         checkpoint_dir=snakemake.params.checkpoint_dir,
-        settings=settings,
+        settings=engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources),
         weights=weights,
         init=snakemake.params.init,
         log=log.info,

@@ -4,7 +4,7 @@ checkpoint folder is removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classifier, io, prompt, runlog
+from spurious.core import classifier, engine, io, prompt, runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:
@@ -14,7 +14,7 @@ log = runlog.setup(snakemake)
 w = snakemake.wildcards
 train = sb.read_split(snakemake.input.train)
 dev = sb.read_split(snakemake.input.dev)
-settings = dict(snakemake.params.settings, threads=snakemake.threads)
+settings = engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
 if w.sb_method == "balanced":
     before = len(train)
     train = sb.balance_supporting_counter(train, target_label=snakemake.params.target_label, seed=int(w.seed))

@@ -3,7 +3,7 @@
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, qa, runlog
+from spurious.core import data, engine, io, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -11,7 +11,7 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 train = data.read_qa_parquet(snakemake.input.train)
 validation = data.read_qa_parquet(snakemake.input.validation)
-settings = dict(snakemake.params.settings, threads=snakemake.threads)
+settings = engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
 curves = data.validation_curves(snakemake.input)
 log.info(
     "training %s on %d questions, settings %s; validation-loss curves also on %s",

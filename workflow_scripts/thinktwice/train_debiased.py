@@ -6,7 +6,7 @@ import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, logits, qa, runlog
+from spurious.core import data, engine, io, logits, qa, runlog
 from spurious.core.io import file_sha256
 from spurious.core.models import load_config
 from spurious.thinktwice import debias
@@ -20,7 +20,7 @@ params = snakemake.params
 inp = snakemake.input
 method, options = params.method, dict(params.method_config)
 heuristic = getattr(w, "heuristic", None)
-settings = dict(params.settings, threads=snakemake.threads)
+settings = engine.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
 checkpoint_dir = params.checkpoint_dir
 if "scale" in options:
     # where the scale comes from is part of the run's record: the config, a search candidate or the search's choice

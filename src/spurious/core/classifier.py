@@ -1,9 +1,9 @@
 """Sequence classification: fine-tuning with per-example loss weights and resumable checkpoints, and prediction.
 
 Any ``AutoModelForSequenceClassification``-compatible checkpoint works (``embedded:all-MiniLM-L6-v2`` offline). The
-loop is ``spurious.core.training``'s: AdamW + linear schedule with warmup, gradient clipping, a data order that is a pure
-function of (seed, epoch), exact resumption from the newest checkpoint after preemption, CUDA + bf16 autocast when
-available. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and
+loop is the engine's (``spurious.core.engine``, on Accelerate): AdamW + linear schedule with warmup, gradient clipping,
+a data order that is a pure function of (seed, epoch), exact resumption from the newest checkpoint after preemption,
+CUDA + bf16 autocast when available, one process per GPU of the job (``processes``) with the same global batch. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and
 the model of the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
 ``eval_every`` optimizer steps (or at every epoch end) and after the last step, and the model of the best evaluation
 is saved (SpuriousBench, App. A: "evaluate the best checkpoint based on the dev set accuracy").
@@ -23,10 +23,9 @@ import json
 import logging
 import math
 import os
-import signal
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +34,15 @@ import pandas as pd
 import torch
 
 from spurious.core.config import RUNTIME_SETTINGS
+from spurious.core.engine import (
+    TrainState,
+    device_for,
+    launch,
+    needs_launch,
+    processes_setting,
+    world,
+)
+from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
 from spurious.core.models import load_config, load_tokenizer, quiet_transformers, resolve_model
 from spurious.core.prompt import (
@@ -46,23 +54,17 @@ from spurious.core.prompt import (
     load_masked_lm,
     read_prompt_file,
 )
-from spurious.core.training import (
-    PreemptionGuard,
+from spurious.core.training import (  # TrainingPreempted: what callers of train_classifier catch
     StopRequested,
-    TrainingPreempted,
     autocast,
-    cpu_copy,
-    epoch_order,
     fill_settings,
-    format_eta,
-    latest_checkpoint,
-    param_groups,
     pick_device,
-    restore_checkpoint,
-    save_checkpoint,
     save_model_dir,
     seed_everything,
     use_bf16,
+)
+from spurious.core.training import (
+    TrainingPreempted as TrainingPreempted,
 )
 
 logger = logging.getLogger(__name__)
@@ -88,6 +90,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "eval_batch_size": 128,
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
+    # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
+    "processes": 1,
 }
 _RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
@@ -259,24 +263,6 @@ def load_classifier(name_or_path: str | os.PathLike, *, label_names: Sequence[st
     return model
 
 
-@dataclass
-class _TrainState:
-    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``); fields
-    added later have defaults, so checkpoints written before them still load."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0
-    train_losses: list[dict[str, float]] = field(default_factory=list)
-    wall_time_s: float = 0.0
-    fingerprint: str = ""
-    # with eval_every: every evaluation's {step, accuracy}, the best one (the earliest on ties), the last step seen
-    eval_history: list[dict[str, float]] = field(default_factory=list)
-    best_step: int | None = None
-    best_eval_accuracy: float | None = None
-    last_eval_step: int = 0
-
-
 class _TokenizerWithPrompt:
     """The tokenizer, saving ``prompt.json`` beside its files: ``save_model_dir`` saves the tokenizer into the
     temporary folder it renames into place, so the model folder appears complete (model, tokenizer, prompt) or not at
@@ -335,6 +321,22 @@ def train_classifier(
     head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words and
     their ids, label names)."""
     s = resolve_settings(settings)
+    if needs_launch(s):  # N processes (the job's GPUs): each runs this function with its share of every batch
+        return launch(
+            train_classifier,
+            processes_setting(s),
+            train_frame,
+            model_name_or_path=model_name_or_path,
+            output_dir=output_dir,
+            checkpoint_dir=checkpoint_dir,
+            settings=settings,
+            weights=weights,
+            init=init,
+            log=log,
+            eval_frame=eval_frame,
+            prompt=prompt,
+            trainable=trainable,
+        )
     emit = log or logger.info
     if init not in INIT_MODES:
         raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
@@ -373,7 +375,7 @@ def train_classifier(
     t_start = time.perf_counter()
     if s["threads"]:
         torch.set_num_threads(int(s["threads"]))
-    device = pick_device(s["device"])
+    device = device_for(s)
     bf16 = use_bf16(s["bf16"], device)
     output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
 
@@ -392,20 +394,6 @@ def train_classifier(
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
-    model.train()
-
-    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
-    micro_per_epoch = math.ceil(len(data) / batch_size)
-    steps_per_epoch = math.ceil(micro_per_epoch / accum)
-    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
-    optimizer = torch.optim.AdamW(
-        param_groups(model, float(s["weight_decay"])), lr=float(s["learning_rate"]), betas=(0.9, 0.999), eps=1e-8
-    )
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, math.ceil(float(s["warmup_ratio"]) * total_steps), total_steps
-    )
     payload: dict[str, Any] = {
         "model": str(model_name_or_path),
         "init": init,
@@ -417,7 +405,7 @@ def train_classifier(
         "labels": _sha_labels(data.labels),
         "weights": _weights_sha(weights),
     }
-    if eval_frame is not None:
+    if eval_data is not None:
         payload["eval"] = {
             "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
             "labels": _sha_labels(eval_data.labels),
@@ -426,77 +414,29 @@ def train_classifier(
         payload["prompt"] = prompt.to_dict()
     if trainable != "all":  # only when set: fingerprints of full fine-tuning stay those of earlier versions
         payload["trainable"] = trainable
-    state = _TrainState(
-        fingerprint=hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+    def loss_fn(
+        model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        labels = torch.from_numpy(data.labels[rows]).to(device)
+        w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
+        return weighted_loss(model(**batch).logits, labels, w), {}  # bf16 autocast comes from the engine
+
+    evaluation = (
+        None
+        if eval_data is None
+        else _AccuracyEvaluation(model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit)
     )
-    # the best model's weights (CPU copy); saved with every checkpoint where they differ from the current ones
-    best_weights: dict[str, torch.Tensor] | None = None
-    resumed_from = None
-    ckpt = latest_checkpoint(checkpoint_dir)
-    if ckpt is not None:
-        saved = _TrainState(**json.loads((ckpt / "state.json").read_text()))
-        if saved.fingerprint != state.fingerprint:
-            raise RuntimeError(
-                f"checkpoint {ckpt} belongs to a different run (other data, weights, model or settings); delete "
-                f"{checkpoint_dir} to start afresh"
-            )
-        load = restore_checkpoint(ckpt, model, optimizer, scheduler)
-        if saved.best_step is not None:
-            # save_checkpoint skips best_model.pt when the best model is the checkpoint's own
-            best_weights = load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
-        state, resumed_from = saved, saved.step
-        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
-
-    segment_start = [time.perf_counter()]
-
-    def checkpoint() -> Path:
-        state.wall_time_s += time.perf_counter() - segment_start[0]
-        segment_start[0] = time.perf_counter()
-        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights)
-
-    def eval_due() -> bool:
-        if eval_data is None or state.step == 0 or state.last_eval_step == state.step:
-            return False
-        if state.step >= total_steps:
-            return True
-        if eval_every == EVAL_EVERY_EPOCH:
-            return state.batch_in_epoch == 0  # the step just finished an epoch
-        return state.step % int(eval_every) == 0
-
-    def evaluate() -> None:
-        nonlocal best_weights
-        assert eval_data is not None
-        t0 = time.perf_counter()
-        model.eval()
-        try:
-            # computed before the state changes: an evaluation abandoned on preemption leaves no trace
-            probs = class_probabilities(
-                model,
-                eval_data,
-                n_labels=len(label_names),
-                batch_size=int(s["eval_batch_size"]),
-                device=device,
-                bf16=bf16,
-                should_stop=lambda: guard.triggered,
-            )
-        finally:
-            model.train()
-        accuracy = float(np.mean(probs.argmax(axis=1) == eval_data.labels))
-        state.eval_history.append({"step": state.step, "accuracy": accuracy})
-        state.last_eval_step = state.step
-        if state.best_eval_accuracy is None or accuracy > state.best_eval_accuracy:  # ties: the earliest stays
-            state.best_step, state.best_eval_accuracy = state.step, accuracy
-            best_weights = cpu_copy(model.state_dict())
-        emit(
-            f"eval step {state.step}: dev accuracy {accuracy:.4f} (best {state.best_eval_accuracy:.4f} at step "
-            f"{state.best_step}) [{len(eval_data)} examples, {time.perf_counter() - t0:.1f}s]"
-        )
-
+    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
+    steps_per_epoch = math.ceil(math.ceil(len(data) / batch_size) / accum)
+    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
     emit(
         f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
-        f"{' (bf16)' if bf16 else ''}: {len(data)} examples, {len(label_names)} labels, {weighting}; "
-        f"{steps_per_epoch} steps/epoch, {total_steps} steps"
+        f"{' (bf16)' if bf16 else ''}{f' over {world()[1]} processes' if world()[1] > 1 else ''}: {len(data)} "
+        f"examples, {len(label_names)} labels, {weighting}; {steps_per_epoch} steps/epoch, {total_steps} steps"
         + (
             f"; dev accuracy on {len(eval_data)} examples "
             + ("at every epoch end" if eval_every == EVAL_EVERY_EPOCH else f"every {eval_every} steps")
@@ -504,72 +444,21 @@ def train_classifier(
             else ""
         )
     )
-    rate_t0, rate_step0 = time.perf_counter(), state.step
-    window: list[float] = []
-    perm, perm_epoch = np.empty(0, dtype=np.int64), -1
-    with PreemptionGuard() as guard:
-        try:
-            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
-                evaluate()
-            while state.step < total_steps:
-                if guard.triggered:
-                    raise StopRequested
-                if perm_epoch != state.epoch:
-                    perm = epoch_order(
-                        data.lengths,
-                        batch_size=batch_size,
-                        seed=int(s["seed"]),
-                        epoch=state.epoch,
-                        group_by_length=bool(s["group_by_length"]),
-                    )
-                    perm_epoch = state.epoch
-                group = min(accum, micro_per_epoch - state.batch_in_epoch)
-                step_loss = 0.0
-                for m in range(group):
-                    lo = (state.batch_in_epoch + m) * batch_size
-                    rows = perm[lo : lo + batch_size]
-                    batch = {k: v.to(device) for k, v in data.collate(rows).items()}
-                    labels = torch.from_numpy(data.labels[rows]).to(device)
-                    w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
-                    with autocast(device, bf16):
-                        logits = model(**batch).logits
-                    loss = weighted_loss(logits, labels, w)
-                    (loss / group).backward()
-                    step_loss += float(loss.detach()) / group
-                lr = scheduler.get_last_lr()[0]
-                if s["max_grad_norm"]:
-                    torch.nn.utils.clip_grad_norm_(model.parameters(), float(s["max_grad_norm"]))
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                state.step += 1
-                state.batch_in_epoch += group
-                if state.batch_in_epoch >= micro_per_epoch:
-                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr})
-                window.append(step_loss)
-                if state.step % max(1, int(s["log_every"])) == 0 or state.step == total_steps:
-                    rate = (state.step - rate_step0) / max(time.perf_counter() - rate_t0, 1e-9)
-                    emit(
-                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
-                        f"{np.mean(window):.4f} lr {lr:.2e} | {rate * batch_size * accum:.1f} examples/s | "
-                        f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
-                    )
-                    window = []
-                if eval_due():  # also after the last step
-                    evaluate()
-                every = int(s["checkpoint_every"] or 0)
-                if every and state.step % every == 0 and state.step < total_steps:
-                    checkpoint()
-        except StopRequested:
-            path = checkpoint()
-            assert guard.signum is not None
-            emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
-            raise TrainingPreempted(guard.signum, state.step, path) from None
-
-    if best_weights is not None:
-        model.load_state_dict(best_weights)
+    run = engine_train(
+        model,
+        loss_fn,
+        data.lengths,
+        s,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=fingerprint,
+        emit=emit,
+        evaluation=evaluation,
+        keep_best=True,
+        unit="examples",
+    )
+    state = run.state
     saved_step = state.best_step if state.best_step is not None else state.step
+    best_accuracy = state.evaluation.get("best_accuracy")
     import transformers
 
     summary: dict[str, Any] = {
@@ -580,38 +469,97 @@ def train_classifier(
         "n_trainable_parameters": int(n_trainable),
         "label_names": label_names,
         "steps": state.step,
-        "total_steps": total_steps,
-        "steps_per_epoch": steps_per_epoch,
+        "total_steps": run.total_steps,
+        "steps_per_epoch": run.steps_per_epoch,
         "saved_step": saved_step,
         "train_losses": state.train_losses,
-        "eval_history": state.eval_history,
+        "eval_history": state.evaluation.get("history", []),
         "best_step": state.best_step,
-        "best_eval_accuracy": state.best_eval_accuracy,
+        "best_eval_accuracy": best_accuracy,
         "n_eval_examples": len(eval_data) if eval_data is not None else None,
         "prompt": prompt_meta,
-        "resumed_from_step": resumed_from,
+        "resumed_from_step": run.resumed_from,
         "n_train_examples": len(data),
         "weights_sha256": _weights_sha(weights),
-        "fingerprint": state.fingerprint,
-        "device": str(device),
-        "bf16": bf16,
+        "fingerprint": fingerprint,
+        "device": str(run.device),
+        "bf16": run.bf16,
+        "processes": run.processes,
         "threads": torch.get_num_threads(),
         "wall_time_s": time.perf_counter() - t_start,
-        "train_wall_time_s": state.wall_time_s + time.perf_counter() - segment_start[0],
+        "train_wall_time_s": run.train_wall_time_s,
         "settings": s,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
+    if not run.is_main:  # rank 0 saves the model; every process returns the same summary
+        return summary
     if isinstance(model, PromptClassifier):
         assert prompt_meta is not None
         save_model_dir(output_dir, model.mlm, _TokenizerWithPrompt(tokenizer, prompt_meta), summary)
     else:
         save_model_dir(output_dir, model, tokenizer, summary)
-    best_note = f" (dev accuracy {state.best_eval_accuracy:.4f})" if state.best_eval_accuracy is not None else ""
+    best_note = f" (dev accuracy {best_accuracy:.4f})" if best_accuracy is not None else ""
     emit(
         f"saved the model of step {saved_step}{best_note} to {output_dir}; {summary['train_wall_time_s']:.0f}s of "
         "training"
     )
     return summary
+
+
+class _AccuracyEvaluation:
+    """Dev accuracy every ``eval_every`` optimizer steps (or at every epoch end) and after the last step; the best
+    is the highest accuracy, the earliest on ties. Recorded in ``state.evaluation``: ``history`` ([{step,
+    accuracy}]) and ``best_accuracy``."""
+
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        data: Encoded,
+        n_labels: int,
+        eval_every: int | str,
+        batch_size: int,
+        bf16: bool,
+        emit: LogFn,
+    ) -> None:
+        self.model, self.data, self.n_labels, self.eval_every = model, data, n_labels, eval_every
+        self.batch_size, self.bf16, self.emit = batch_size, bf16, emit
+
+    def due(self, state: TrainState, total_steps: int) -> bool:
+        if state.step >= total_steps:
+            return True
+        if self.eval_every == EVAL_EVERY_EPOCH:
+            return state.batch_in_epoch == 0  # the step just finished an epoch
+        return state.step % int(self.eval_every) == 0
+
+    def __call__(self, state: TrainState, should_stop: Callable[[], bool] | None) -> bool:
+        t0 = time.perf_counter()
+        self.model.eval()
+        try:
+            # computed before the record changes: an evaluation abandoned on preemption leaves no trace
+            probs = class_probabilities(
+                self.model,
+                self.data,
+                n_labels=self.n_labels,
+                batch_size=self.batch_size,
+                device=next(self.model.parameters()).device,
+                bf16=self.bf16,
+                should_stop=should_stop,
+            )
+        finally:
+            self.model.train()
+        accuracy = float(np.mean(probs.argmax(axis=1) == self.data.labels))
+        record = state.evaluation
+        record.setdefault("history", []).append({"step": state.step, "accuracy": accuracy})
+        best = record.get("best_accuracy")
+        improved = best is None or accuracy > best  # ties: the earliest stays
+        if improved:
+            record["best_accuracy"] = accuracy
+        best_step = state.step if improved else state.best_step
+        self.emit(
+            f"eval step {state.step}: dev accuracy {accuracy:.4f} (best {record['best_accuracy']:.4f} at step "
+            f"{best_step}) [{len(self.data)} examples, {time.perf_counter() - t0:.1f}s]"
+        )
+        return improved
 
 
 def predict_classifier(

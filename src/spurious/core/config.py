@@ -17,7 +17,9 @@ DERIVED_SPLITS = ("train", "validation")
 #: Settings that change how a job runs, never what it computes (up to floating-point differences between devices):
 #: they are left out of the training fingerprints (a checkpoint stays resumable when they change) and out of the
 #: workflow's rerun decisions (:class:`RuleSettings`).
-RUNTIME_SETTINGS = frozenset({"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size"})
+RUNTIME_SETTINGS = frozenset(
+    {"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size", "processes"}
+)
 
 
 def result_settings(settings: Mapping[str, Any]) -> dict[str, Any]:

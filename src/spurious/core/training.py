@@ -1,8 +1,6 @@
-"""Training machinery shared by the QA (``spurious.core.qa``) and classification (``spurious.classify``) fine-tuning loops.
-
-Both loops are our own instead of the HF ``Trainer`` because a SLURM job must resume *exactly* after preemption: the
-data order is a pure function of (seed, epoch), checkpoints hold model, optimizer, schedule and RNG states and are
-written under a temporary name then renamed, and SIGTERM/SIGUSR1 turn into a checkpoint at the next consistent point.
+"""Training pieces shared by the engine (``spurious.core.engine``) and by inference: devices and bf16, seeding and RNG
+states, the weight-decay groups, the data order as a pure function of (seed, epoch), preemption signals, checkpoint
+discovery and the atomic saving of a trained model folder.
 """
 
 from __future__ import annotations
@@ -16,7 +14,6 @@ import random
 import shutil
 import signal
 from collections.abc import Mapping
-from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +26,6 @@ logger = logging.getLogger(__name__)
 
 CHECKPOINT_PREFIX = "step-"
 TRAINING_STATE_FILE = "training_state.json"
-OBJECTIVE_STATE_FILE = "objective.pt"
 
 
 class TrainingPreempted(RuntimeError):
@@ -154,42 +150,6 @@ def latest_checkpoint(checkpoint_dir: str | os.PathLike) -> Path | None:
     return found[-1] if found else None
 
 
-def save_checkpoint(
-    checkpoint_dir: Path,
-    model: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    state: Any,
-    best_weights: Mapping[str, torch.Tensor] | None,
-    objective: torch.nn.Module | None = None,
-) -> Path:
-    """Write a complete checkpoint under a temporary name, rename it into place, then drop older ones."""
-    final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
-    if (final / "state.json").is_file():
-        return final
-    checkpoint_dir.mkdir(parents=True, exist_ok=True)
-    tmp = checkpoint_dir / f".tmp-{final.name}-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    tmp.mkdir()
-    torch.save(model.state_dict(), tmp / "model.pt")
-    torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
-    torch.save(scheduler.state_dict(), tmp / "scheduler.pt")
-    torch.save(rng_states(), tmp / "rng.pt")
-    if objective is not None:
-        torch.save(objective.state_dict(), tmp / OBJECTIVE_STATE_FILE)
-    if best_weights is not None and state.best_step != state.step:
-        torch.save(dict(best_weights), tmp / "best_model.pt")
-    (tmp / "state.json").write_text(json.dumps(asdict(state)))
-    os.replace(tmp, final)
-    for old in _checkpoints(checkpoint_dir):
-        if old != final:
-            shutil.rmtree(old, ignore_errors=True)
-    for stale in checkpoint_dir.glob(".tmp-*"):
-        shutil.rmtree(stale, ignore_errors=True)
-    return final
-
-
 class PreemptionGuard:
     """Turns SIGTERM/SIGUSR1 (SLURM's warning before a kill) into a flag the training loop polls.
 
@@ -262,17 +222,3 @@ def fill_settings(
     if unknown:
         raise ValueError(f"unknown {what} settings {unknown}; known: {sorted(defaults)}")
     return {**defaults, **{k: v for k, v in settings.items() if v is not None or k in nullable}}
-
-
-def restore_checkpoint(checkpoint: Path, model: torch.nn.Module, optimizer: torch.optim.Optimizer, scheduler: Any) -> Any:
-    """Load model, optimizer, scheduler and RNG states from a checkpoint written by ``save_checkpoint``; returns the
-    loader of its files for the extras a loop keeps (objective state, best weights)."""
-
-    def load(name: str) -> Any:
-        return torch.load(checkpoint / name, map_location="cpu", weights_only=True)
-
-    model.load_state_dict(load("model.pt"))
-    optimizer.load_state_dict(load("optimizer.pt"))
-    scheduler.load_state_dict(load("scheduler.pt"))
-    set_rng_states(load("rng.pt"))
-    return load

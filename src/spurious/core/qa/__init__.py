@@ -8,9 +8,9 @@ Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; ref
 * Post-processing: the ``n_best`` highest start and end logits of every window, spans of at most
   ``max_answer_length`` tokens lying in the context, score = start + end logit, best over all windows of a question;
   an empty string when no valid span exists.
-* Training: our own loop (AdamW + linear schedule, gradient clipping at 1.0 as the HF ``Trainer`` defaults) instead of
-  the ``Trainer``, because we need exact resumption after preemption (SLURM) and a deterministic data order per seed.
-  The validation loss is evaluated every ``eval_every`` steps, early stopping counts evaluations without improvement,
+* Training: the engine ``spurious.core.engine`` (Accelerate; AdamW + linear schedule, gradient clipping at 1.0 as the
+  HF ``Trainer`` defaults; exact resumption after preemption, a data order that is a function of the seed, N processes
+  with the configured global batch). The validation loss is evaluated every ``eval_every`` steps, early stopping counts evaluations without improvement,
   and the checkpoint with the lowest validation loss is the one saved.
 * Debiasing hooks of ``train_qa``: a training objective replacing the QA loss (LearnedMixin, confidence
   regularisation; it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.core.logits``),
@@ -56,7 +56,6 @@ from spurious.core.qa.settings import (
 
 # spurious.core.training names that callers reach through this module (the loop's state files, preemption, order)
 from spurious.core.training import (
-    OBJECTIVE_STATE_FILE,
     TRAINING_STATE_FILE,
     TrainingPreempted,
     epoch_order,
@@ -66,7 +65,6 @@ from spurious.core.training import (
 )
 
 __all__ = [
-    "OBJECTIVE_STATE_FILE",
     "TRAINING_STATE_FILE",
     "TrainingPreempted",
     "epoch_order",

@@ -1,4 +1,4 @@
-"""QA fine-tuning: the training loop with checkpoints, resumption, objectives, selection and early stopping."""
+"""QA fine-tuning on the engine (spurious.core.engine): the QA loss and objectives, validation, selection, early stopping."""
 
 from __future__ import annotations
 
@@ -6,10 +6,9 @@ import hashlib
 import json
 import math
 import os
-import signal
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +17,15 @@ import pandas as pd
 import torch
 
 from spurious.core.data import sample_questions
+from spurious.core.engine import (
+    TrainState,
+    device_for,
+    launch,
+    needs_launch,
+    processes_setting,
+    world,
+)
+from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
 from spurious.core.models import load_qa_model, load_tokenizer, resolve_model
 from spurious.core.qa.features import (
@@ -39,48 +47,13 @@ from spurious.core.qa.settings import (
     resolve_settings,
 )
 from spurious.core.training import (
-    OBJECTIVE_STATE_FILE,
-    PreemptionGuard,
-    StopRequested,
-    TrainingPreempted,
     autocast,
-    cpu_copy,
-    epoch_order,
-    format_eta,
-    latest_checkpoint,
-    param_groups,
-    pick_device,
-    restore_checkpoint,
     rng_states,
-    save_checkpoint,
     save_model_dir,
     seed_everything,
     set_rng_states,
     use_bf16,
 )
-
-
-@dataclass
-class _TrainState:
-    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``)."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # micro-batches of the current epoch's permutation already consumed
-    best_step: int | None = None
-    best_loss: float | None = None
-    bad_evals: int = 0
-    last_eval_step: int = 0
-    stopped_early: bool = False
-    train_losses: list[dict[str, float]] = field(default_factory=list)
-    validation_losses: list[dict[str, float]] = field(default_factory=list)
-    wall_time_s: float = 0.0  # of earlier (interrupted) segments
-    fingerprint: str = ""
-    # with a custom checkpoint selection: its best score (higher is better) and every evaluation's score and info
-    best_score: float | None = None
-    selection_history: list[dict[str, Any]] = field(default_factory=list)
-    # validation losses on the extra validation frames, by name
-    validation_curves: dict[str, list[dict[str, float]]] = field(default_factory=dict)
 
 
 def select_eval_subset(frame: pd.DataFrame, max_examples: int | None) -> pd.DataFrame:
@@ -186,18 +159,6 @@ def _build_objective(
     objective.to(device)
     objective.train()
     return objective
-
-
-def _optimizer_groups(model: torch.nn.Module, objective: torch.nn.Module | None, weight_decay: float) -> list[dict]:
-    """The model's parameter groups with the objective's parameters (same decay rules) appended to them.
-
-    Appending keeps a plain run's optimizer exactly as before, and a resumed run rebuilds the same parameter order.
-    """
-    groups = param_groups(model, weight_decay)
-    if objective is not None:
-        for group, extra in zip(groups, param_groups(objective, weight_decay), strict=True):
-            group["params"] = group["params"] + extra["params"]
-    return groups
 
 
 def _objective_loss(
@@ -364,11 +325,29 @@ def train_qa(
       encoder stays as initialised (a restricted bias model that a CPU can afford).
     """
     s = resolve_settings(settings)
+    if needs_launch(s):  # N processes (the job's GPUs): each runs this function with its share of every batch
+        return launch(
+            train_qa,
+            processes_setting(s),
+            train_frame,
+            valid_frame,
+            model_name_or_path=model_name_or_path,
+            output_dir=output_dir,
+            checkpoint_dir=checkpoint_dir,
+            settings=settings,
+            log=log,
+            objective_factory=objective_factory,
+            objective_id=objective_id,
+            selection=selection,
+            extra_validation=extra_validation,
+            init=init,
+            trainable=trainable,
+        )
     emit = log or logger.info
     t_start = time.perf_counter()
     if s["threads"]:
         torch.set_num_threads(int(s["threads"]))
-    device = pick_device(s["device"])
+    device = device_for(s)
     bf16 = use_bf16(s["bf16"], device)
     output_dir, checkpoint_dir = Path(output_dir), Path(checkpoint_dir)
     objective_fingerprint = _objective_description(objective_factory, objective_id)
@@ -384,29 +363,8 @@ def train_qa(
     valid_subset, valid_features = evals["validation"]
     extra_features = {name: feats for name, (_, feats) in evals.items() if name != "validation"}
     model.to(device)
-    model.train()
     objective = _build_objective(objective_factory, train_features, device)
-
-    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
-    micro_per_epoch = math.ceil(len(train_features) / batch_size)
-    steps_per_epoch = math.ceil(micro_per_epoch / accum)
-    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
-    warmup_steps = math.ceil(float(s["warmup_ratio"]) * total_steps)
-    optimizer = torch.optim.AdamW(
-        _optimizer_groups(model, objective, float(s["weight_decay"])),
-        lr=float(s["learning_rate"]),
-        betas=(0.9, 0.999),
-        eps=1e-8,
-    )
-    clipped = list(model.parameters()) + (list(objective.parameters()) if objective is not None else [])
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(optimizer, warmup_steps, total_steps)
-    pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
-    eval_every = int(s["eval_every"] or 0)
-    patience = s["early_stopping_patience"]
     selection_description = None if selection is None else str(getattr(selection, "fingerprint", "custom"))
-
     run_options = {
         "init": None if init in (None, "pretrained") else init,
         **({"trainable": trainable} if trainable != "all" else {}),
@@ -415,186 +373,70 @@ def train_qa(
         "selection": selection_description,
         "extra_validation": {n: ids_sha256(f.example_ids) for n, f in extra_features.items()} or None,
     }
-    state = _TrainState(
-        fingerprint=_fingerprint(str(model_name_or_path), s, train_features, valid_features, run_options)
+    fingerprint = _fingerprint(str(model_name_or_path), s, train_features, valid_features, run_options)
+    pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
+
+    def loss_fn(
+        model: Any, objective: torch.nn.Module | None, rows: np.ndarray, device: torch.device
+    ) -> tuple[torch.Tensor, dict[str, float]]:
+        batch = train_features.collate(rows, pad_to=pad_to)
+        # bf16 autocast comes from the engine (Accelerate wraps the whole loss computation)
+        if objective is None:
+            return _plain_loss(model, batch, device, False), {}
+        return _objective_loss(objective, model, batch, rows, device, False)
+
+    evaluation = _QAEvaluation(
+        model=model,
+        tokenizer=tokenizer,
+        valid_features=valid_features,
+        extra_features=extra_features,
+        selection=selection,
+        eval_every=int(s["eval_every"] or 0),
+        patience=s["early_stopping_patience"],
+        eval_batch_size=int(s["eval_batch_size"]),
+        bf16=bf16,
+        emit=emit,
     )
-    best_weights: dict[str, torch.Tensor] | None = None
-    resumed_from: int | None = None
-    ckpt = latest_checkpoint(checkpoint_dir)
-    if ckpt is not None:
-        saved = _TrainState(**json.loads((ckpt / "state.json").read_text()))
-        if saved.fingerprint != state.fingerprint:
-            raise RuntimeError(
-                f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
-                f"delete {checkpoint_dir} to start afresh"
-            )
-        load = restore_checkpoint(ckpt, model, optimizer, scheduler)
-        if objective is not None:
-            objective.load_state_dict(load(OBJECTIVE_STATE_FILE))
-        if s["keep_best"] and saved.best_step is not None:
-            best_weights = (
-                load("best_model.pt") if (ckpt / "best_model.pt").is_file() else cpu_copy(model.state_dict())
-            )
-        state = saved
-        resumed_from = state.step
-        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
-
-    def checkpoint() -> Path:
-        state.wall_time_s += time.perf_counter() - segment_start[0]
-        segment_start[0] = time.perf_counter()
-        return save_checkpoint(checkpoint_dir, model, optimizer, scheduler, state, best_weights, objective)
-
-    def evaluate() -> None:
-        nonlocal best_weights
-        t0 = time.perf_counter()
-
-        def loss_on(features: QAFeatures) -> float:
-            return validation_loss(
-                model, features, batch_size=int(s["eval_batch_size"]), bf16=bf16, should_stop=lambda: guard.triggered
-            )
-
-        # everything is computed before the state changes: an evaluation abandoned on preemption leaves no trace
-        loss = loss_on(valid_features)
-        extra_losses = {name: loss_on(feats) for name, feats in extra_features.items()}
-        score, info = _run_selection(selection, model, tokenizer) if selection is not None else (None, {})
-        state.validation_losses.append({"step": state.step, "loss": loss})
-        for name, value in extra_losses.items():
-            state.validation_curves.setdefault(name, []).append({"step": state.step, "loss": value})
-        if score is not None:
-            state.selection_history.append({"step": state.step, "score": score, **info})
-        state.last_eval_step = state.step
-        # the selection score (higher is better) decides when there is one, else the validation loss (lower is better)
-        if score is not None:
-            improved = _improves(score, state.best_score)
-        else:
-            improved = state.best_loss is None or loss < state.best_loss
-        if improved:
-            state.best_loss, state.best_step, state.bad_evals = loss, state.step, 0
-            state.best_score = score
-            if s["keep_best"]:
-                best_weights = cpu_copy(model.state_dict())
-        else:
-            state.bad_evals += 1
-        extras = "".join(f", {name} {value:.4f}" for name, value in extra_losses.items())
-        if score is None:
-            best = f"best {state.best_loss:.4f}"
-        else:
-            details = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
-            extras += f"; selection score {score:.4f} ({details})"
-            best = f"best score {state.best_score}"
-        emit(
-            f"eval step {state.step}: validation loss {loss:.4f}{extras} ({best} at step {state.best_step}; "
-            f"{state.bad_evals} without improvement) [{len(valid_features)} windows, {time.perf_counter() - t0:.1f}s]"
-        )
-        if patience and state.bad_evals >= int(patience):
-            state.stopped_early = True
-            emit(f"early stopping at step {state.step}: no improvement in {patience} evaluations")
-
-    def eval_due() -> bool:
-        if state.last_eval_step == state.step or state.step == 0:
-            return False
-        return state.step >= total_steps or (eval_every > 0 and state.step % eval_every == 0)
-
+    micro_per_epoch = math.ceil(len(train_features) / int(s["batch_size"]))
+    steps_per_epoch = math.ceil(micro_per_epoch / int(s["gradient_accumulation_steps"]))
+    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
     emit(
-        f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}: {len(train_frame)} questions -> "
+        f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}"
+        f"{f' over {world()[1]} processes' if world()[1] > 1 else ''}: {len(train_frame)} questions -> "
         f"{len(train_features)} windows, {steps_per_epoch} steps/epoch, {total_steps} steps; validation "
         f"{len(valid_subset)} questions -> {len(valid_features)} windows"
         + (f"; objective {objective_id or objective_fingerprint}" if objective is not None else "")
     )
-    segment_start = [time.perf_counter()]
-    t_rate, step_rate0 = time.perf_counter(), state.step
-    window_losses: list[float] = []
-    window_info: dict[str, list[float]] = {}
-    perm = np.empty(0, dtype=np.int64)
-    perm_epoch = -1
-    with PreemptionGuard() as guard:
-        try:
-            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
-                evaluate()
-            while state.step < total_steps and not state.stopped_early:
-                if guard.triggered:
-                    raise StopRequested
-                if perm_epoch != state.epoch:
-                    perm = epoch_order(
-                        train_features.lengths,
-                        batch_size=batch_size,
-                        seed=int(s["seed"]),
-                        epoch=state.epoch,
-                        group_by_length=bool(s["group_by_length"]),
-                    )
-                    perm_epoch = state.epoch
-                group = min(accum, micro_per_epoch - state.batch_in_epoch)
-                step_loss = 0.0
-                step_info: dict[str, float] = {}
-                for m in range(group):
-                    lo = (state.batch_in_epoch + m) * batch_size
-                    rows = perm[lo : lo + batch_size]
-                    batch = train_features.collate(rows, pad_to=pad_to)
-                    if objective is None:
-                        loss = _plain_loss(model, batch, device, bf16)
-                    else:
-                        loss, info = _objective_loss(objective, model, batch, rows, device, bf16)
-                        for k, v in info.items():
-                            step_info[k] = step_info.get(k, 0.0) + v / group
-                    (loss / group).backward()
-                    step_loss += float(loss.detach()) / group
-                lr = scheduler.get_last_lr()[0]
-                if s["max_grad_norm"]:
-                    torch.nn.utils.clip_grad_norm_(clipped, float(s["max_grad_norm"]))
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
-                state.step += 1
-                state.batch_in_epoch += group
-                if state.batch_in_epoch >= micro_per_epoch:
-                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
-                window_losses.append(step_loss)
-                for k, v in step_info.items():
-                    window_info.setdefault(k, []).append(v)
-                if state.step % max(1, int(s["log_every"])) == 0 or state.step == total_steps:
-                    now = time.perf_counter()
-                    rate = (state.step - step_rate0) / max(now - t_rate, 1e-9)
-                    logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in window_info.items())
-                    emit(
-                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
-                        f"{np.mean(window_losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
-                        f"{rate * batch_size * accum:.1f} windows/s | ETA {format_eta((total_steps - state.step) / rate)}"
-                    )
-                    window_losses, window_info = [], {}
-                if eval_due():
-                    evaluate()
-                if guard.triggered:
-                    raise StopRequested
-                every = int(s["checkpoint_every"] or 0)
-                if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
-                    checkpoint()  # not after the last step: the model is saved to output_dir next
-            if eval_due():
-                evaluate()
-        except StopRequested:
-            path = checkpoint()
-            assert guard.signum is not None
-            emit(f"received {signal.Signals(guard.signum).name}: checkpoint saved at step {state.step} in {path}")
-            raise TrainingPreempted(guard.signum, state.step, path) from None
-
-    if s["keep_best"] and best_weights is not None:
-        model.load_state_dict(best_weights)
+    run = engine_train(
+        model,
+        loss_fn,
+        train_features.lengths,
+        s,
+        checkpoint_dir=checkpoint_dir,
+        fingerprint=fingerprint,
+        emit=emit,
+        objective=objective,
+        evaluation=evaluation,
+        keep_best=bool(s["keep_best"]),
+        unit="windows",
+    )
+    state, record = run.state, run.state.evaluation
     saved_step = state.best_step if s["keep_best"] and state.best_step is not None else state.step
-    segment = time.perf_counter() - segment_start[0]
     import transformers
 
+    validation_losses = record.get("validation_losses", [])
     summary: dict[str, Any] = {
         "model_name_or_path": str(model_name_or_path),
         "resolved_model": resolve_model(model_name_or_path),
         "steps": state.step,
-        "total_steps": total_steps,
-        "steps_per_epoch": steps_per_epoch,
-        "epochs_done": state.step / steps_per_epoch,
+        "total_steps": run.total_steps,
+        "steps_per_epoch": run.steps_per_epoch,
+        "epochs_done": state.step / run.steps_per_epoch,
         "saved_step": saved_step,
         "best_step": state.best_step,
-        "best_validation_loss": state.best_loss,
-        "validation_losses": state.validation_losses,
-        "validation_curves": {"validation": state.validation_losses, **state.validation_curves},
+        "best_validation_loss": record.get("best_loss"),
+        "validation_losses": validation_losses,
+        "validation_curves": {"validation": validation_losses, **record.get("validation_curves", {})},
         "validation_sets": {
             name: {"n_examples": len(subset), "n_features": len(feats)} for name, (subset, feats) in evals.items()
         },
@@ -603,16 +445,17 @@ def train_qa(
         "objective_id": objective_id,
         "objective_fingerprint": objective_fingerprint,
         "selection": selection_description,
-        "best_score": state.best_score,
-        "selection_history": state.selection_history,
+        "best_score": record.get("best_score"),
+        "selection_history": record.get("selection_history", []),
         "train_losses": state.train_losses,
         "stopped_early": state.stopped_early,
-        "resumed_from_step": resumed_from,
-        "device": str(device),
-        "bf16": bf16,
+        "resumed_from_step": run.resumed_from,
+        "device": str(run.device),
+        "bf16": run.bf16,
+        "processes": run.processes,
         "threads": torch.get_num_threads(),
         "wall_time_s": time.perf_counter() - t_start,
-        "train_wall_time_s": state.wall_time_s + segment,
+        "train_wall_time_s": run.train_wall_time_s,
         "n_train_examples": len(train_frame),
         "n_train_features": len(train_features),
         "n_valid_examples": len(valid_subset),
@@ -620,12 +463,81 @@ def train_qa(
         "settings": s,
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
+    if not run.is_main:  # rank 0 saves the model; every process returns the same summary
+        return summary
     save_model_dir(output_dir, model, tokenizer, summary)
-    score_note = f", selection score {state.best_score}" if selection is not None else ""
+    score_note = f", selection score {record.get('best_score')}" if selection is not None else ""
     emit(
-        f"saved the model of step {saved_step} (validation loss {state.best_loss}{score_note}) to {output_dir}; "
-        f"{state.step} steps in {summary['train_wall_time_s']:.0f}s"
+        f"saved the model of step {saved_step} (validation loss {record.get('best_loss')}{score_note}) to "
+        f"{output_dir}; {state.step} steps in {summary['train_wall_time_s']:.0f}s"
     )
     return summary
 
 
+@dataclass
+class _QAEvaluation:
+    """Validation loss (and the extra validation frames' losses), the optional checkpoint selection, early stopping.
+
+    Recorded in ``state.evaluation``: ``validation_losses``, ``validation_curves``, ``selection_history``,
+    ``best_loss``, ``best_score``, ``bad_evals``. The selection score (higher is better) decides what is best when
+    there is one, else the validation loss (lower is better)."""
+
+    model: Any
+    tokenizer: Any
+    valid_features: QAFeatures
+    extra_features: Mapping[str, QAFeatures]
+    selection: SelectionFn | None
+    eval_every: int
+    patience: int | None
+    eval_batch_size: int
+    bf16: bool
+    emit: LogFn
+
+    def due(self, state: TrainState, total_steps: int) -> bool:
+        return state.step >= total_steps or (self.eval_every > 0 and state.step % self.eval_every == 0)
+
+    def __call__(self, state: TrainState, should_stop: Callable[[], bool] | None) -> bool:
+        t0 = time.perf_counter()
+
+        def loss_on(features: QAFeatures) -> float:
+            return validation_loss(
+                self.model, features, batch_size=self.eval_batch_size, bf16=self.bf16, should_stop=should_stop
+            )
+
+        # everything is computed before the record changes: an evaluation abandoned on preemption leaves no trace
+        loss = loss_on(self.valid_features)
+        extra_losses = {name: loss_on(feats) for name, feats in self.extra_features.items()}
+        score, info = (
+            _run_selection(self.selection, self.model, self.tokenizer) if self.selection is not None else (None, {})
+        )
+        record = state.evaluation
+        record.setdefault("validation_losses", []).append({"step": state.step, "loss": loss})
+        for name, value in extra_losses.items():
+            record.setdefault("validation_curves", {}).setdefault(name, []).append({"step": state.step, "loss": value})
+        if score is not None:
+            record.setdefault("selection_history", []).append({"step": state.step, "score": score, **info})
+            improved = _improves(score, record.get("best_score"))
+        else:
+            improved = record.get("best_loss") is None or loss < record["best_loss"]
+        if improved:
+            record["best_loss"], record["best_score"], record["bad_evals"] = loss, score, 0
+            best_step = state.step
+        else:
+            record["bad_evals"] = record.get("bad_evals", 0) + 1
+            best_step = state.best_step
+        extras = "".join(f", {name} {value:.4f}" for name, value in extra_losses.items())
+        if score is None:
+            best = f"best {record['best_loss']:.4f}"
+        else:
+            details = ", ".join(f"{k} {v:.4g}" if isinstance(v, float) else f"{k} {v}" for k, v in info.items())
+            extras += f"; selection score {score:.4f} ({details})"
+            best = f"best score {record.get('best_score')}"
+        self.emit(
+            f"eval step {state.step}: validation loss {loss:.4f}{extras} ({best} at step {best_step}; "
+            f"{record['bad_evals']} without improvement) [{len(self.valid_features)} windows, "
+            f"{time.perf_counter() - t0:.1f}s]"
+        )
+        if self.patience and record["bad_evals"] >= int(self.patience):
+            state.stopped_early = True
+            self.emit(f"early stopping at step {state.step}: no improvement in {self.patience} evaluations")
+        return improved

@@ -45,6 +45,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "bf16": "auto",
     "threads": None,
     "log_every": 50,
+    # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count; the global batch
+    # (batch_size x gradient_accumulation_steps) stays the same whatever it is
+    "processes": 1,
 }
 # Keys that do not change the result of a run: a checkpoint may be resumed with other values for them.
 _RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint

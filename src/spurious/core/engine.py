@@ -1,0 +1,538 @@
+"""The training engine of every fine-tuning run (QA and classification), built on Hugging Face Accelerate.
+
+What comes from Accelerate: device placement, bf16 mixed precision, distributed data parallelism (DDP over N
+processes: NCCL on GPUs, gloo on CPUs), the suppression of gradient synchronisation between the micro-batches of an
+accumulated step (``Accelerator.no_sync``), gradient clipping, and the checkpoint state (``save_state`` /
+``load_state``: model and training objective, optimizer, schedule, and the RNG states of every process).
+
+What stays ours, because results and resumption depend on it:
+
+* the loss: a ``loss_fn(model, objective, rows, device) -> (mean loss over the rows, {name: float})`` given by the
+  caller (QA span loss, a debiasing objective, weighted cross-entropy, a prompt's label-word loss);
+* the data order: a pure function of (seed, epoch) (``training.epoch_order``), so a resumed run rebuilds it;
+* the global batch: an optimizer step consumes ``gradient_accumulation_steps`` micro-batches of ``batch_size`` rows
+  whatever the number of processes N; each process takes a contiguous 1/N of every micro-batch and scales its mean
+  loss by its share, so the averaged gradient equals the one-process gradient of the whole micro-batch;
+* evaluation and checkpoint selection (an ``Evaluation`` given by the caller; every process evaluates the same model,
+  so every process takes the same decisions without communicating);
+* SIGTERM/SIGUSR1 (SLURM's warning before a kill): a flag polled at consistent points; with N processes the flag is
+  all-reduced after every step so that all of them stop at the same step; then a checkpoint, then
+  ``TrainingPreempted`` (a non-zero exit). Checkpoints are written under a temporary name and renamed when complete.
+
+``launch`` runs a training function over N processes on one node (``processes`` setting; the rules take N from the
+job's GPU count, see README "Several GPUs per training job").
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import math
+import multiprocessing
+import os
+import shutil
+import signal
+import socket
+import time
+import traceback
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+import numpy as np
+import torch
+
+from spurious.core.training import (
+    CHECKPOINT_PREFIX,
+    PreemptionGuard,
+    StopRequested,
+    TrainingPreempted,
+    cpu_copy,
+    epoch_order,
+    format_eta,
+    latest_checkpoint,
+    param_groups,
+    pick_device,
+    use_bf16,
+)
+
+LossFn = Callable[[torch.nn.Module, "torch.nn.Module | None", np.ndarray, torch.device], tuple[torch.Tensor, dict]]
+LogFn = Callable[[str], None]
+BEST_WEIGHTS_FILE = "best_model.pt"
+STATE_FILE = "state.json"
+# Accelerate's model file in a checkpoint (save_state with safe_serialization=False: tied weights stay as they are)
+MODEL_STATE_FILE = "pytorch_model.bin"
+
+
+@dataclass
+class TrainState:
+    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``).
+
+    ``evaluation`` is the caller's ``Evaluation`` record (its losses, scores, patience counter): JSON only."""
+
+    step: int = 0
+    epoch: int = 0
+    batch_in_epoch: int = 0  # micro-batches of the current epoch's order already consumed
+    train_losses: list[dict[str, float]] = field(default_factory=list)
+    wall_time_s: float = 0.0  # of earlier (interrupted) segments
+    fingerprint: str = ""
+    processes: int = 1
+    best_step: int | None = None
+    last_eval_step: int = 0
+    stopped_early: bool = False
+    evaluation: dict[str, Any] = field(default_factory=dict)
+
+
+class Evaluation(Protocol):
+    """A caller's evaluation: when it is due, and running it (which records into ``state.evaluation``, may set
+    ``state.stopped_early``, and answers whether the model is the best so far). ``should_stop`` (None with several
+    processes) is polled by a long evaluation, which then raises ``StopRequested`` having changed nothing."""
+
+    def due(self, state: TrainState, total_steps: int) -> bool: ...
+
+    def __call__(self, state: TrainState, should_stop: Callable[[], bool] | None) -> bool: ...
+
+
+@dataclass
+class TrainResult:
+    state: TrainState
+    total_steps: int
+    steps_per_epoch: int
+    resumed_from: int | None
+    device: torch.device
+    bf16: bool
+    processes: int
+    is_main: bool
+    train_wall_time_s: float
+
+
+class _LossModule(torch.nn.Module):
+    """The model and the training objective as one module, so DDP synchronises the gradients of both and Accelerate
+    saves both; ``forward(rows)`` is the caller's loss on those training rows."""
+
+    def __init__(self, model: torch.nn.Module, objective: torch.nn.Module | None, loss_fn: LossFn) -> None:
+        super().__init__()
+        self.model, self.objective = model, objective
+        self.loss_fn = loss_fn
+
+    def forward(self, rows: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
+        return self.loss_fn(self.model, self.objective, rows, next(self.model.parameters()).device)
+
+
+def world() -> tuple[int, int]:
+    """(rank, number of processes) of this process: (0, 1) outside ``launch``."""
+    return int(os.environ.get("RANK", 0)), int(os.environ.get("WORLD_SIZE", 1))
+
+
+def device_for(settings: Mapping[str, Any]) -> torch.device:
+    """The device this process trains on: ``pick_device(settings["device"])``, with several processes on CUDA the
+    process's own GPU (``cuda:LOCAL_RANK``), as Accelerate places it."""
+    device = pick_device(str(settings["device"]))
+    if device.type == "cuda" and world()[1] > 1:
+        return torch.device(f"cuda:{int(os.environ.get('LOCAL_RANK', 0))}")
+    return device
+
+
+def _accelerator(device: torch.device, bf16: bool, processes: int, find_unused: bool) -> Any:
+    from accelerate import Accelerator
+    from accelerate.state import AcceleratorState
+    from accelerate.utils import DistributedDataParallelKwargs
+
+    if processes == 1:
+        # Accelerate keeps its state in process-wide singletons; a process that trains several models (tests, the
+        # scale search) may change device or precision between them
+        AcceleratorState._reset_state(reset_partial_state=True)
+    # an objective may leave some of its or the model's parameters out of a step's graph (DDP must then look)
+    handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused)] if processes > 1 else []
+    accelerator = Accelerator(
+        cpu=device.type == "cpu", mixed_precision="bf16" if bf16 else "no", kwargs_handlers=handlers
+    )
+    if accelerator.num_processes != processes:
+        raise RuntimeError(
+            f"Accelerate sees {accelerator.num_processes} processes, the run was launched with {processes}"
+        )
+    return accelerator
+
+
+def _split(rows: np.ndarray, rank: int, processes: int) -> tuple[np.ndarray, float]:
+    """This process's contiguous share of a micro-batch and the factor that makes the mean of the processes' scaled
+    mean losses the mean loss of the whole micro-batch (a process without rows takes one with factor 0, because DDP
+    needs every process in every backward pass)."""
+    if processes == 1:
+        return rows, 1.0
+    mine = np.array_split(rows, processes)[rank]
+    if len(mine) == 0:
+        return rows[:1], 0.0
+    return mine, len(mine) * processes / len(rows)
+
+
+def train(
+    model: torch.nn.Module,
+    loss_fn: LossFn,
+    lengths: np.ndarray,
+    settings: Mapping[str, Any],
+    *,
+    checkpoint_dir: str | os.PathLike,
+    fingerprint: str,
+    emit: LogFn,
+    objective: torch.nn.Module | None = None,
+    evaluation: Evaluation | None = None,
+    keep_best: bool = True,
+    unit: str = "examples",
+) -> TrainResult:
+    """Train ``model`` (and ``objective``'s parameters) on the rows ``0..len(lengths)-1`` with ``loss_fn``.
+
+    ``settings``: learning_rate, batch_size, gradient_accumulation_steps, epochs, max_steps, warmup_ratio,
+    weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16 (see the QA and
+    classification defaults). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
+    (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are loaded
+    into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
+    """
+    rank, processes = world()
+    device = device_for(settings)
+    bf16 = use_bf16(settings["bf16"], device)
+    accelerator = _accelerator(device, bf16, processes, find_unused=objective is not None)
+    device = accelerator.device
+    checkpoint_dir = Path(checkpoint_dir)
+    model.train()
+    if objective is not None:
+        objective.train()
+
+    batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
+    if batch_size < 1 or accum < 1:
+        raise ValueError(f"batch_size ({batch_size}) and gradient_accumulation_steps ({accum}) must be at least 1")
+    micro_per_epoch = math.ceil(len(lengths) / batch_size)
+    steps_per_epoch = math.ceil(micro_per_epoch / accum)
+    total_steps = (
+        int(settings["max_steps"]) if settings["max_steps"] else math.ceil(float(settings["epochs"]) * steps_per_epoch)
+    )
+    groups = param_groups(model, float(settings["weight_decay"]))
+    if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
+        for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
+            group["params"] = group["params"] + extra["params"]
+    optimizer = torch.optim.AdamW(groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8)
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, math.ceil(float(settings["warmup_ratio"]) * total_steps), total_steps
+    )
+    module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
+    # not prepared: Accelerate's scheduler wrapper steps N times per step with N processes; registered, it is saved
+    accelerator.register_for_checkpointing(scheduler)
+    clipped = [p for p in module.parameters() if p.requires_grad]
+
+    state = TrainState(fingerprint=fingerprint, processes=processes)
+    best_weights: dict[str, torch.Tensor] | None = None
+    resumed_from: int | None = None
+    ckpt = latest_checkpoint(checkpoint_dir)
+    if ckpt is not None:
+        saved = TrainState(**json.loads((ckpt / STATE_FILE).read_text()))
+        if saved.fingerprint != state.fingerprint:
+            raise RuntimeError(
+                f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
+                f"delete {checkpoint_dir} to start afresh"
+            )
+        if not (ckpt / MODEL_STATE_FILE).is_file():
+            raise RuntimeError(
+                f"checkpoint {ckpt} was written by a version of spurious before the Accelerate engine and cannot be "
+                f"resumed; delete {checkpoint_dir} to start afresh"
+            )
+        if saved.processes != processes:
+            raise RuntimeError(
+                f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
+                f"{processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
+            )
+        accelerator.load_state(str(ckpt))
+        if keep_best and saved.best_step is not None:
+            best_file = ckpt / BEST_WEIGHTS_FILE
+            best_weights = (
+                torch.load(best_file, map_location="cpu", weights_only=True)
+                if best_file.is_file()
+                else cpu_copy(model.state_dict())
+            )
+        state, resumed_from = saved, saved.step
+        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
+
+    segment_start = time.perf_counter()
+
+    def checkpoint() -> Path:
+        nonlocal segment_start
+        state.wall_time_s += time.perf_counter() - segment_start
+        segment_start = time.perf_counter()
+        return _save_checkpoint(accelerator, checkpoint_dir, state, best_weights)
+
+    def run_evaluation() -> None:
+        nonlocal best_weights
+        assert evaluation is not None
+        # with several processes an abandoned evaluation would leave the processes at different points
+        improved = evaluation(state, (lambda: guard.triggered) if processes == 1 else None)
+        state.last_eval_step = state.step
+        if improved:
+            state.best_step = state.step
+            if keep_best:
+                best_weights = cpu_copy(model.state_dict())
+
+    def eval_due() -> bool:
+        if evaluation is None or state.step == 0 or state.last_eval_step == state.step:
+            return False
+        return evaluation.due(state, total_steps)
+
+    def stop_agreed() -> bool:
+        if processes == 1:
+            return guard.triggered
+        flag = torch.tensor([1.0 if guard.triggered else 0.0], device=device)
+        torch.distributed.all_reduce(flag)
+        return bool(flag.item() > 0)
+
+    def across_processes(values: list[float]) -> list[float]:
+        if processes == 1:
+            return values
+        summed = torch.tensor(values, dtype=torch.float64, device=device)
+        torch.distributed.all_reduce(summed)
+        return summed.tolist()
+
+    log_every = max(1, int(settings["log_every"]))
+    every = int(settings["checkpoint_every"] or 0)
+    rate_t0, rate_step0 = time.perf_counter(), state.step
+    window_losses: list[float] = []
+    window_info: dict[str, list[float]] = {}
+    order, order_epoch = np.empty(0, dtype=np.int64), -1
+    with PreemptionGuard() as guard:
+        try:
+            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
+                run_evaluation()
+            while state.step < total_steps and not state.stopped_early:
+                if stop_agreed():
+                    raise StopRequested
+                if order_epoch != state.epoch:
+                    order = epoch_order(
+                        lengths,
+                        batch_size=batch_size,
+                        seed=int(settings["seed"]),
+                        epoch=state.epoch,
+                        group_by_length=bool(settings["group_by_length"]),
+                    )
+                    order_epoch = state.epoch
+                group = min(accum, micro_per_epoch - state.batch_in_epoch)
+                step_loss = 0.0
+                step_info: dict[str, float] = {}
+                for m in range(group):
+                    lo = (state.batch_in_epoch + m) * batch_size
+                    rows, share = _split(order[lo : lo + batch_size], rank, processes)
+                    # gradients are synchronised once per optimizer step, at its last micro-batch
+                    sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
+                    with sync:
+                        loss, info = module(rows)
+                        accelerator.backward(loss * share / group if share != 1.0 else loss / group)
+                    part = share / processes / group
+                    step_loss += float(loss.detach()) * part
+                    for k, v in info.items():
+                        step_info[k] = step_info.get(k, 0.0) + float(v) * part
+                keys = sorted(step_info)
+                totals = across_processes([step_loss, *(step_info[k] for k in keys)])
+                step_loss, step_info = totals[0], dict(zip(keys, totals[1:], strict=True))
+                lr = scheduler.get_last_lr()[0]
+                if settings["max_grad_norm"]:
+                    accelerator.clip_grad_norm_(clipped, float(settings["max_grad_norm"]))
+                optimizer.step()
+                scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+                state.step += 1
+                state.batch_in_epoch += group
+                if state.batch_in_epoch >= micro_per_epoch:
+                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
+                window_losses.append(step_loss)
+                for k, v in step_info.items():
+                    window_info.setdefault(k, []).append(v)
+                if state.step % log_every == 0 or state.step == total_steps:
+                    rate = (state.step - rate_step0) / max(time.perf_counter() - rate_t0, 1e-9)
+                    logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in window_info.items())
+                    emit(
+                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
+                        f"{np.mean(window_losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
+                        f"{rate * batch_size * accum:.1f} {unit}/s | "
+                        f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
+                    )
+                    window_losses, window_info = [], {}
+                if eval_due():
+                    run_evaluation()
+                if stop_agreed():
+                    raise StopRequested
+                if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
+                    checkpoint()  # not after the last step: the caller saves the model next
+            if eval_due():
+                run_evaluation()
+        except StopRequested:
+            path = checkpoint()
+            signum = guard.signum if guard.signum is not None else signal.SIGTERM  # another process's signal
+            emit(f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}")
+            raise TrainingPreempted(signum, state.step, path) from None
+
+    if keep_best and best_weights is not None:
+        model.load_state_dict(best_weights)
+    return TrainResult(
+        state=state,
+        total_steps=total_steps,
+        steps_per_epoch=steps_per_epoch,
+        resumed_from=resumed_from,
+        device=device,
+        bf16=bf16,
+        processes=processes,
+        is_main=rank == 0,
+        train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
+    )
+
+
+def _save_checkpoint(
+    accelerator: Any, checkpoint_dir: Path, state: TrainState, best_weights: Mapping[str, torch.Tensor] | None
+) -> Path:
+    """Accelerate's state plus ``state.json`` (and the best weights where they differ from the current ones) under a
+    temporary name, renamed into place when complete; older checkpoints are dropped. Every process calls it."""
+    final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
+    if (final / STATE_FILE).is_file():
+        return final
+    tmp = checkpoint_dir / f".tmp-{final.name}"
+    main = accelerator.is_main_process
+    if main:
+        checkpoint_dir.mkdir(parents=True, exist_ok=True)
+        if tmp.exists():
+            shutil.rmtree(tmp)
+        tmp.mkdir()
+    accelerator.wait_for_everyone()
+    accelerator.save_state(str(tmp), safe_serialization=False)
+    accelerator.wait_for_everyone()
+    if main:
+        if best_weights is not None and state.best_step != state.step:
+            torch.save(dict(best_weights), tmp / BEST_WEIGHTS_FILE)
+        (tmp / STATE_FILE).write_text(json.dumps(asdict(state)))
+        os.replace(tmp, final)
+        for old in checkpoint_dir.iterdir():
+            if old != final and old.is_dir() and (old.name.startswith(CHECKPOINT_PREFIX) or old.name.startswith(".tmp-")):
+                shutil.rmtree(old, ignore_errors=True)
+    accelerator.wait_for_everyone()
+    return final
+
+
+# --- several processes on one node ---------------------------------------------------------------------------
+
+
+def processes_setting(settings: Mapping[str, Any] | None) -> int:
+    """The ``processes`` setting (default 1), validated."""
+    n = (settings or {}).get("processes")
+    n = 1 if n is None else n
+    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
+        raise ValueError(f"the setting processes must be a positive integer (the number of GPUs), got {n!r}")
+    return int(n)
+
+
+def job_settings(settings: Mapping[str, Any], *, threads: int, resources: Any) -> dict[str, Any]:
+    """A training rule's settings for its Snakemake job: ``processes`` = the job's GPU count (the ``gpu`` resource,
+    which ``profiles/slurm`` sets per rule or per model; 1 without one) and the job's threads shared among them."""
+    gpus = getattr(resources, "gpu", None)
+    processes = processes_setting({"processes": int(gpus) if gpus else 1})
+    return {**settings, "threads": max(1, int(threads) // processes), "processes": processes}
+
+
+def needs_launch(settings: Mapping[str, Any] | None) -> bool:
+    """True in the process that must start the others: more than one process asked for and not yet launched."""
+    return processes_setting(settings) > 1 and "SPURIOUS_LAUNCHED" not in os.environ
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: Any, args: tuple, kwargs: dict) -> None:
+    for sig in PreemptionGuard.SIGNALS:  # not the launcher's forwarding handler
+        signal.signal(sig, signal.SIG_DFL)
+    os.environ.update(
+        SPURIOUS_LAUNCHED="1",
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(processes),
+        LOCAL_WORLD_SIZE=str(processes),
+    )
+    from accelerate.state import AcceleratorState
+
+    AcceleratorState._reset_state(reset_partial_state=True)  # the parent's (single-process) state was forked too
+    if rank != 0 and "log" in kwargs:
+        kwargs = {**kwargs, "log": lambda message: None}  # one process reports
+    try:
+        result = fn(*args, **kwargs)
+        queue.put(("ok", rank, result if rank == 0 else None))
+    except TrainingPreempted as exc:
+        queue.put(("preempted", rank, (exc.signum, exc.step, str(exc.checkpoint))))
+    except BaseException:  # noqa: BLE001 - reported to the launcher, which raises it
+        queue.put(("error", rank, traceback.format_exc()))
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+
+
+def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) -> Any:
+    """Run ``fn(*args, **kwargs)`` in ``processes`` forked processes on this node (rank 0 .. N-1, each with the usual
+    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result.
+
+    Forked, not spawned: the training functions take closures (objectives, selections) that cannot be pickled. CUDA
+    must therefore not be initialised in this process before (nothing in our code path does). SIGTERM/SIGUSR1 sent
+    to this process are forwarded to the children; if they were preempted, ``TrainingPreempted`` is raised here too;
+    a child's error is raised here as a RuntimeError with the child's traceback, after the others are stopped.
+    """
+    context = multiprocessing.get_context("fork")
+    queue = context.SimpleQueue()
+    port = _free_port()
+    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() must not init CUDA
+    children = [
+        context.Process(target=_child, args=(fn, rank, processes, port, queue, args, kwargs), daemon=False)
+        for rank in range(processes)
+    ]
+
+    def forward(signum: int, frame: Any) -> None:
+        for child in children:
+            if child.pid is not None and child.is_alive():
+                os.kill(child.pid, signum)
+
+    previous = {sig: signal.signal(sig, forward) for sig in PreemptionGuard.SIGNALS}
+    messages: list[tuple[str, int, Any]] = []
+    try:
+        for child in children:
+            child.start()
+        while True:
+            while not queue.empty():
+                messages.append(queue.get())
+            if any(kind == "error" for kind, _, _ in messages) or not any(c.is_alive() for c in children):
+                break
+            time.sleep(0.05)
+        if not any(kind == "error" for kind, _, _ in messages):  # else the others wait in a collective: stop them
+            deadline = time.monotonic() + 30
+            for child in children:
+                child.join(timeout=max(0.0, deadline - time.monotonic()))
+            while not queue.empty():
+                messages.append(queue.get())
+    finally:
+        for child in children:
+            if child.is_alive():  # a failed sibling left it waiting in a collective
+                child.kill()
+                child.join()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+    by_kind: dict[str, list[tuple[int, Any]]] = {}
+    for kind, rank, payload in messages:
+        by_kind.setdefault(kind, []).append((rank, payload))
+    if "error" in by_kind:
+        rank, text = min(by_kind["error"])
+        raise RuntimeError(f"training process {rank} of {processes} failed:\n{text}")
+    if "preempted" in by_kind:
+        signum, step, checkpoint = dict(by_kind["preempted"]).get(0, by_kind["preempted"][0][1])
+        raise TrainingPreempted(signum, step, Path(checkpoint))
+    done = dict(by_kind.get("ok", []))
+    if len(done) != processes:
+        codes = [c.exitcode for c in children]
+        raise RuntimeError(f"{processes - len(done)} of {processes} training processes ended without a result (exit codes {codes})")
+    return done[0]
