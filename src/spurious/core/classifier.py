@@ -287,6 +287,89 @@ def _sha_labels(labels: np.ndarray) -> str:
     return hashlib.sha256(np.ascontiguousarray(labels, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
+def _check_training_inputs(
+    train_frame: pd.DataFrame,
+    eval_frame: pd.DataFrame | None,
+    s: Mapping[str, Any],
+    init: str,
+    trainable: str,
+    prompt: PromptSpec | None,
+    weights: np.ndarray | None,
+) -> tuple[list[str], np.ndarray | None]:
+    """``train_classifier``'s arguments checked before anything loads: the label names, and the weights as float64."""
+    if init not in INIT_MODES:
+        raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
+    if trainable not in TRAINABLE:
+        raise ValueError(f"train_classifier: unknown trainable {trainable!r}; known: {', '.join(TRAINABLE)}")
+    if trainable != "all" and prompt is not None:
+        raise ValueError("train_classifier: BitFit (trainable='bitfit') is for a classification head, not a prompt")
+    if len(train_frame) == 0:
+        raise ValueError("the training frame is empty")
+    if s["eval_every"] is not None and eval_frame is None:
+        raise ValueError(f"the classification setting eval_every ({s['eval_every']!r}) needs an eval_frame (the dev set)")
+    if eval_frame is not None and s["eval_every"] is None:
+        raise ValueError("an eval_frame was given but the classification setting eval_every is null: set it")
+    label_names = list(train_frame.attrs["label_names"])
+    if eval_frame is not None:
+        if len(eval_frame) == 0:
+            raise ValueError("the eval frame is empty")
+        if list(eval_frame.attrs.get("label_names") or []) != label_names:
+            raise ValueError(
+                f"the eval frame's labels {eval_frame.attrs.get('label_names')} differ from the training frame's "
+                f"{label_names}"
+            )
+    if prompt is not None and len(prompt.label_words) != len(label_names):
+        raise ValueError(
+            f"the prompt has {len(prompt.label_words)} label words {list(prompt.label_words)} but the data has "
+            f"{len(label_names)} labels {label_names}"
+        )
+    if weights is not None:
+        weights = np.asarray(weights, dtype=np.float64)
+        if weights.shape != (len(train_frame),) or not np.all(np.isfinite(weights)) or (weights < 0).any():
+            raise ValueError(
+                f"weights must be {len(train_frame)} finite nonnegative numbers (one per training example), got "
+                f"shape {weights.shape}"
+            )
+    return label_names, weights
+
+
+def _run_fingerprint(
+    model_name_or_path: str,
+    init: str,
+    s: Mapping[str, Any],
+    train_frame: pd.DataFrame,
+    data: Encoded,
+    weights: np.ndarray | None,
+    eval_frame: pd.DataFrame | None,
+    eval_data: Encoded | None,
+    prompt: PromptSpec | None,
+    trainable: str,
+) -> str:
+    """Identify a run, so that a checkpoint of another run (other data, weights, settings, dev frame or prompt) is
+    never resumed."""
+    payload: dict[str, Any] = {
+        "model": str(model_name_or_path),
+        "init": init,
+        # eval_every only when set: fingerprints of runs without it stay those of earlier versions
+        "settings": {
+            k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
+        },
+        "train": ids_sha256(train_frame["id"].astype(str).tolist()),
+        "labels": _sha_labels(data.labels),
+        "weights": _weights_sha(weights),
+    }
+    if eval_data is not None:
+        payload["eval"] = {
+            "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
+            "labels": _sha_labels(eval_data.labels),
+        }
+    if prompt is not None:
+        payload["prompt"] = prompt.to_dict()
+    if trainable != "all":  # only when set: fingerprints of full fine-tuning stay those of earlier versions
+        payload["trainable"] = trainable
+    return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+
+
 def train_classifier(
     train_frame: pd.DataFrame,
     *,
@@ -338,40 +421,8 @@ def train_classifier(
             trainable=trainable,
         )
     emit = log or logger.info
-    if init not in INIT_MODES:
-        raise ValueError(f"train_classifier: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
-    if trainable not in TRAINABLE:
-        raise ValueError(f"train_classifier: unknown trainable {trainable!r}; known: {', '.join(TRAINABLE)}")
-    if trainable != "all" and prompt is not None:
-        raise ValueError("train_classifier: BitFit (trainable='bitfit') is for a classification head, not a prompt")
-    if len(train_frame) == 0:
-        raise ValueError("the training frame is empty")
+    label_names, weights = _check_training_inputs(train_frame, eval_frame, s, init, trainable, prompt, weights)
     eval_every = s["eval_every"]
-    if eval_every is not None and eval_frame is None:
-        raise ValueError(f"the classification setting eval_every ({eval_every!r}) needs an eval_frame (the dev set)")
-    if eval_frame is not None and eval_every is None:
-        raise ValueError("an eval_frame was given but the classification setting eval_every is null: set it")
-    label_names = list(train_frame.attrs["label_names"])
-    if eval_frame is not None:
-        if len(eval_frame) == 0:
-            raise ValueError("the eval frame is empty")
-        if list(eval_frame.attrs.get("label_names") or []) != label_names:
-            raise ValueError(
-                f"the eval frame's labels {eval_frame.attrs.get('label_names')} differ from the training frame's "
-                f"{label_names}"
-            )
-    if prompt is not None and len(prompt.label_words) != len(label_names):
-        raise ValueError(
-            f"the prompt has {len(prompt.label_words)} label words {list(prompt.label_words)} but the data has "
-            f"{len(label_names)} labels {label_names}"
-        )
-    if weights is not None:
-        weights = np.asarray(weights, dtype=np.float64)
-        if weights.shape != (len(train_frame),) or not np.all(np.isfinite(weights)) or (weights < 0).any():
-            raise ValueError(
-                f"weights must be {len(train_frame)} finite nonnegative numbers (one per training example), got "
-                f"shape {weights.shape}"
-            )
     t_start = time.perf_counter()
     if s["threads"]:
         torch.set_num_threads(int(s["threads"]))
@@ -394,27 +445,7 @@ def train_classifier(
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
-    payload: dict[str, Any] = {
-        "model": str(model_name_or_path),
-        "init": init,
-        # eval_every only when set: fingerprints of runs without it stay those of earlier versions
-        "settings": {
-            k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
-        },
-        "train": ids_sha256(train_frame["id"].astype(str).tolist()),
-        "labels": _sha_labels(data.labels),
-        "weights": _weights_sha(weights),
-    }
-    if eval_data is not None:
-        payload["eval"] = {
-            "ids": ids_sha256(eval_frame["id"].astype(str).tolist()),
-            "labels": _sha_labels(eval_data.labels),
-        }
-    if prompt is not None:
-        payload["prompt"] = prompt.to_dict()
-    if trainable != "all":  # only when set: fingerprints of full fine-tuning stay those of earlier versions
-        payload["trainable"] = trainable
-    fingerprint = hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
+    fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
 
     def loss_fn(
         model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device

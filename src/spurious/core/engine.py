@@ -207,51 +207,16 @@ def train(
     total_steps = (
         int(settings["max_steps"]) if settings["max_steps"] else math.ceil(float(settings["epochs"]) * steps_per_epoch)
     )
-    groups = param_groups(model, float(settings["weight_decay"]))
-    if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
-        for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
-            group["params"] = group["params"] + extra["params"]
-    optimizer = torch.optim.AdamW(groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8)
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, math.ceil(float(settings["warmup_ratio"]) * total_steps), total_steps
-    )
+    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps)
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
     # not prepared: Accelerate's scheduler wrapper steps N times per step with N processes; registered, it is saved
     accelerator.register_for_checkpointing(scheduler)
     clipped = [p for p in module.parameters() if p.requires_grad]
 
     state = TrainState(fingerprint=fingerprint, processes=processes)
-    best_weights: dict[str, torch.Tensor] | None = None
-    resumed_from: int | None = None
-    ckpt = latest_checkpoint(checkpoint_dir)
+    state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, keep_best=keep_best)
+    resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
-        saved = TrainState(**json.loads((ckpt / STATE_FILE).read_text()))
-        if saved.fingerprint != state.fingerprint:
-            raise RuntimeError(
-                f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
-                f"delete {checkpoint_dir} to start afresh"
-            )
-        if not (ckpt / MODEL_STATE_FILE).is_file():
-            raise RuntimeError(
-                f"checkpoint {ckpt} was written by a version of spurious before the Accelerate engine and cannot be "
-                f"resumed; delete {checkpoint_dir} to start afresh"
-            )
-        if saved.processes != processes:
-            raise RuntimeError(
-                f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
-                f"{processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
-            )
-        accelerator.load_state(str(ckpt))
-        if keep_best and saved.best_step is not None:
-            best_file = ckpt / BEST_WEIGHTS_FILE
-            best_weights = (
-                torch.load(best_file, map_location="cpu", weights_only=True)
-                if best_file.is_file()
-                else cpu_copy(model.state_dict())
-            )
-        state, resumed_from = saved, saved.step
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
 
     segment_start = time.perf_counter()
@@ -278,25 +243,12 @@ def train(
             return False
         return evaluation.due(state, total_steps)
 
-    def stop_agreed() -> bool:
-        if processes == 1:
-            return guard.triggered
-        flag = torch.tensor([1.0 if guard.triggered else 0.0], device=device)
-        torch.distributed.all_reduce(flag)
-        return bool(flag.item() > 0)
+    def stop_agreed() -> bool:  # with several processes: all stop at the same step if any was signalled
+        return _sum_over_processes([float(guard.triggered)], processes, device)[0] > 0
 
-    def across_processes(values: list[float]) -> list[float]:
-        if processes == 1:
-            return values
-        summed = torch.tensor(values, dtype=torch.float64, device=device)
-        torch.distributed.all_reduce(summed)
-        return summed.tolist()
-
-    log_every = max(1, int(settings["log_every"]))
     every = int(settings["checkpoint_every"] or 0)
-    rate_t0, rate_step0 = time.perf_counter(), state.step
-    window_losses: list[float] = []
-    window_info: dict[str, list[float]] = {}
+    progress = _ProgressLog(emit, total_steps, steps_per_epoch, batch_size * accum, unit, int(settings["log_every"]))
+    progress.start(state.step)
     order, order_epoch = np.empty(0, dtype=np.int64), -1
     with PreemptionGuard() as guard:
         try:
@@ -315,22 +267,12 @@ def train(
                     )
                     order_epoch = state.epoch
                 group = min(accum, micro_per_epoch - state.batch_in_epoch)
-                step_loss = 0.0
-                step_info: dict[str, float] = {}
-                for m in range(group):
-                    lo = (state.batch_in_epoch + m) * batch_size
-                    rows, share = _split(order[lo : lo + batch_size], rank, processes)
-                    # gradients are synchronised once per optimizer step, at its last micro-batch
-                    sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
-                    with sync:
-                        loss, info = module(rows)
-                        accelerator.backward(loss * share / group if share != 1.0 else loss / group)
-                    part = share / processes / group
-                    step_loss += float(loss.detach()) * part
-                    for k, v in info.items():
-                        step_info[k] = step_info.get(k, 0.0) + float(v) * part
+                first = [(state.batch_in_epoch + m) * batch_size for m in range(group)]
+                step_loss, step_info = _accumulate(
+                    accelerator, module, [order[lo : lo + batch_size] for lo in first], rank, processes
+                )
                 keys = sorted(step_info)
-                totals = across_processes([step_loss, *(step_info[k] for k in keys)])
+                totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
                 step_loss, step_info = totals[0], dict(zip(keys, totals[1:], strict=True))
                 lr = scheduler.get_last_lr()[0]
                 if settings["max_grad_norm"]:
@@ -343,19 +285,7 @@ def train(
                 if state.batch_in_epoch >= micro_per_epoch:
                     state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
-                window_losses.append(step_loss)
-                for k, v in step_info.items():
-                    window_info.setdefault(k, []).append(v)
-                if state.step % log_every == 0 or state.step == total_steps:
-                    rate = (state.step - rate_step0) / max(time.perf_counter() - rate_t0, 1e-9)
-                    logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in window_info.items())
-                    emit(
-                        f"step {state.step}/{total_steps} (epoch {state.step / steps_per_epoch:.2f}) loss "
-                        f"{np.mean(window_losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
-                        f"{rate * batch_size * accum:.1f} {unit}/s | "
-                        f"ETA {format_eta((total_steps - state.step) / max(rate, 1e-9))}"
-                    )
-                    window_losses, window_info = [], {}
+                progress.add(state.step, step_loss, step_info, lr)
                 if eval_due():
                     run_evaluation()
                 if stop_agreed():
@@ -383,6 +313,122 @@ def train(
         is_main=rank == 0,
         train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
     )
+
+
+def _sum_over_processes(values: list[float], processes: int, device: torch.device) -> list[float]:
+    """``values`` summed over the processes (an all-reduce; the values themselves with one process)."""
+    if processes == 1:
+        return values
+    summed = torch.tensor(values, dtype=torch.float64, device=device)
+    torch.distributed.all_reduce(summed)
+    return summed.tolist()
+
+
+class _ProgressLog:
+    """The progress line every ``log_every`` steps and at the last: mean loss and logged values since the previous
+    line, learning rate, speed, ETA."""
+
+    def __init__(
+        self, emit: LogFn, total_steps: int, steps_per_epoch: int, per_step: int, unit: str, log_every: int
+    ) -> None:
+        self.emit, self.total_steps, self.steps_per_epoch = emit, total_steps, steps_per_epoch
+        self.per_step, self.unit, self.log_every = per_step, unit, max(1, log_every)
+        self.losses: list[float] = []
+        self.info: dict[str, list[float]] = {}
+
+    def start(self, step: int) -> None:
+        self.t0, self.step0 = time.perf_counter(), step
+
+    def add(self, step: int, loss: float, info: Mapping[str, float], lr: float) -> None:
+        self.losses.append(loss)
+        for k, v in info.items():
+            self.info.setdefault(k, []).append(v)
+        if step % self.log_every and step != self.total_steps:
+            return
+        rate = (step - self.step0) / max(time.perf_counter() - self.t0, 1e-9)
+        logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in self.info.items())
+        self.emit(
+            f"step {step}/{self.total_steps} (epoch {step / self.steps_per_epoch:.2f}) loss "
+            f"{np.mean(self.losses):.4f}{logged} lr {lr:.2e} | {rate:.2f} steps/s, "
+            f"{rate * self.per_step:.1f} {self.unit}/s | ETA {format_eta((self.total_steps - step) / max(rate, 1e-9))}"
+        )
+        self.losses, self.info = [], {}
+
+
+def _accumulate(
+    accelerator: Any, module: torch.nn.Module, micro_batches: list[np.ndarray], rank: int, processes: int
+) -> tuple[float, dict[str, float]]:
+    """Forward and backward over one optimizer step's micro-batches (this process's share of each); gradients are
+    synchronised across processes once, at the last micro-batch. Returns this process's part of the step's mean loss
+    and logged values (their sum over the processes is the step's value)."""
+    group = len(micro_batches)
+    step_loss, step_info = 0.0, {}
+    for m, micro_batch in enumerate(micro_batches):
+        rows, share = _split(micro_batch, rank, processes)
+        sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
+        with sync:
+            loss, info = module(rows)
+            accelerator.backward(loss * share / group if share != 1.0 else loss / group)
+        part = share / processes / group
+        step_loss += float(loss.detach()) * part
+        for k, v in info.items():
+            step_info[k] = step_info.get(k, 0.0) + float(v) * part
+    return step_loss, step_info
+
+
+def _optimizer_and_schedule(
+    model: torch.nn.Module, objective: torch.nn.Module | None, settings: Mapping[str, Any], total_steps: int
+) -> tuple[torch.optim.Optimizer, Any]:
+    """AdamW over the model's and the objective's parameter groups (weight decay except biases and norms, as the HF
+    Trainer) and the linear schedule with warmup."""
+    groups = param_groups(model, float(settings["weight_decay"]))
+    if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
+        for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
+            group["params"] = group["params"] + extra["params"]
+    optimizer = torch.optim.AdamW(groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8)
+    from transformers import get_linear_schedule_with_warmup
+
+    scheduler = get_linear_schedule_with_warmup(
+        optimizer, math.ceil(float(settings["warmup_ratio"]) * total_steps), total_steps
+    )
+    return optimizer, scheduler
+
+
+def _resume(
+    accelerator: Any, checkpoint_dir: Path, state: TrainState, model: torch.nn.Module, *, keep_best: bool
+) -> tuple[TrainState, dict[str, torch.Tensor] | None, Path | None]:
+    """The newest checkpoint's state (its tensors loaded by Accelerate into the prepared objects), best weights and
+    path; ``(state, None, None)`` without a checkpoint. Another run's checkpoint, one of an earlier version or of another
+    number of processes is refused with what to do."""
+    ckpt = latest_checkpoint(checkpoint_dir)
+    if ckpt is None:
+        return state, None, None
+    saved = TrainState(**json.loads((ckpt / STATE_FILE).read_text()))
+    if saved.fingerprint != state.fingerprint:
+        raise RuntimeError(
+            f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
+            f"delete {checkpoint_dir} to start afresh"
+        )
+    if not (ckpt / MODEL_STATE_FILE).is_file():
+        raise RuntimeError(
+            f"checkpoint {ckpt} was written by a version of spurious before the Accelerate engine and cannot be "
+            f"resumed; delete {checkpoint_dir} to start afresh"
+        )
+    if saved.processes != state.processes:
+        raise RuntimeError(
+            f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
+            f"{state.processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
+        )
+    accelerator.load_state(str(ckpt))
+    best_weights = None
+    if keep_best and saved.best_step is not None:
+        best_file = ckpt / BEST_WEIGHTS_FILE
+        best_weights = (
+            torch.load(best_file, map_location="cpu", weights_only=True)
+            if best_file.is_file()
+            else cpu_copy(model.state_dict())  # the checkpoint's own weights are the best
+        )
+    return saved, best_weights, ckpt
 
 
 def _save_checkpoint(
