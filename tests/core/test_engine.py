@@ -251,3 +251,18 @@ def test_qa_over_two_processes_with_an_objective_matches_one_process(squad_dev, 
     # and 1.1e-4); every other weight agrees within 3e-7.
     shift_invariant = {"qa_outputs.bias", "bert.encoder.layer.1.output.LayerNorm.bias"}
     assert max(float((wa[k] - wb[k]).abs().max()) for k in wa if k not in shift_invariant) < 1e-5
+
+
+def test_job_settings_take_the_process_count_from_the_jobs_gpus():
+    """The rules' adapters: N = the job's `gpu` resource (profiles/slurm), 1 without one; threads shared."""
+    from types import SimpleNamespace
+
+    base = {"batch_size": 16}
+    assert engine.job_settings(base, threads=8, resources=SimpleNamespace(gpu=2)) == {
+        "batch_size": 16, "threads": 4, "processes": 2,
+    }  # fmt: skip
+    assert engine.job_settings(base, threads=2, resources=SimpleNamespace()) == {
+        "batch_size": 16, "threads": 2, "processes": 1,
+    }  # fmt: skip
+    assert engine.job_settings(base, threads=1, resources=SimpleNamespace(gpu=4))["threads"] == 1
+    assert base == {"batch_size": 16}  # not changed in place

@@ -124,13 +124,12 @@ def load_predictor(model: str | os.PathLike, label_names: Sequence[str], *, batc
             return predict_bilstm(model, framed, device=device, log=quiet)["prediction"].to_numpy()
 
         return predict
-    from spurious.core.classifier import predict_classifier
+    from spurious.core.classifier import load_trained_classifier, predict_classifier
+
+    loaded = load_trained_classifier(model, max_length=max_length, device=device)  # once, for every prediction
 
     def predict(frame: pd.DataFrame) -> np.ndarray:
-        out = predict_classifier(
-            model, prepare(frame), batch_size=batch_size, max_length=max_length, device=device, log=quiet,
-            check_labels=False,
-        )
+        out = predict_classifier(model, prepare(frame), batch_size=batch_size, log=quiet, check_labels=False, loaded=loaded)
         return out["prediction"].to_numpy()
 
     return predict

@@ -593,29 +593,37 @@ class _AccuracyEvaluation:
         return improved
 
 
-def predict_classifier(
-    model_dir: str | os.PathLike,
-    frame: pd.DataFrame,
-    *,
-    batch_size: int = 128,
-    max_length: int | None = None,
-    device: str = "auto",
-    bf16: bool | str = "auto",
-    log: LogFn | None = None,
-    check_labels: bool = True,
-) -> pd.DataFrame:
-    """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
-    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
-    ``check_labels`` is False (out-of-distribution sets with other labels, mapped by the caller: then ``correct``
-    compares indices of two label sets and means nothing; the model's names are in ``attrs["label_names"]``).
+@dataclass
+class TrainedClassifier:
+    """A trained classifier loaded once for many predictions (the audit predicts the same data with each feature
+    inserted): the model in eval mode on its device, its tokenizer, label names, prompt and ``max_length``."""
 
-    A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
-    probabilities are the softmax over the label words' logits at the mask."""
-    emit = log or logger.info
+    model: torch.nn.Module
+    tokenizer: Any
+    label_names: list[str]
+    prompt: PromptSpec | None
+    max_length: int
+    device: torch.device
+    bf16: bool
+
+    def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
+        """The softmax over the labels for every row of ``frame`` and the encoded rows."""
+        data = encode_for(frame, self.tokenizer, self.max_length, self.prompt)
+        probs = class_probabilities(
+            self.model, data, n_labels=len(self.label_names), batch_size=batch_size, device=self.device, bf16=self.bf16
+        )
+        return probs, data
+
+
+def load_trained_classifier(
+    model_dir: str | os.PathLike, *, max_length: int | None = None, device: str = "auto", bf16: bool | str = "auto"
+) -> TrainedClassifier:
+    """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
+    ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given."""
     resolved = resolve_model(model_dir)
     prompt_meta = read_prompt_file(resolved)
     prompt: PromptSpec | None = None
-    tokenizer = None
+    tokenizer = load_tokenizer(model_dir)
     if prompt_meta is None:
         from transformers import AutoModelForSequenceClassification
 
@@ -627,7 +635,6 @@ def predict_classifier(
 
         prompt = PromptSpec.from_dict(prompt_meta)
         names = list(prompt_meta["label_names"])
-        tokenizer = load_tokenizer(model_dir)
         ids = label_word_ids(tokenizer, prompt.label_words)
         if ids != list(prompt_meta["label_word_ids"]):
             raise ValueError(
@@ -636,23 +643,45 @@ def predict_classifier(
             )
         with quiet_transformers():
             model = PromptClassifier(AutoModelForMaskedLM.from_pretrained(resolved), ids)
+    if max_length is None:
+        state_file = Path(resolved) / "training_state.json"
+        trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
+        max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
+    dev = pick_device(device)
+    model.to(dev).eval()
+    return TrainedClassifier(model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev))
+
+
+def predict_classifier(
+    model_dir: str | os.PathLike,
+    frame: pd.DataFrame,
+    *,
+    batch_size: int = 128,
+    max_length: int | None = None,
+    device: str = "auto",
+    bf16: bool | str = "auto",
+    log: LogFn | None = None,
+    check_labels: bool = True,
+    loaded: TrainedClassifier | None = None,
+) -> pd.DataFrame:
+    """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
+    probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
+    ``check_labels`` is False (out-of-distribution sets with other labels, mapped by the caller: then ``correct``
+    compares indices of two label sets and means nothing; the model's names are in ``attrs["label_names"]``).
+
+    A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
+    probabilities are the softmax over the label words' logits at the mask. ``loaded``: the model already loaded by
+    :func:`load_trained_classifier` (then ``max_length``, ``device`` and ``bf16`` are its own)."""
+    emit = log or logger.info
+    clf = loaded or load_trained_classifier(model_dir, max_length=max_length, device=device, bf16=bf16)
+    names = clf.label_names
     if check_labels and names != list(frame.attrs["label_names"]):
         raise ValueError(
             f"{model_dir}: the model's labels {names} differ from the data's {frame.attrs['label_names']}; predict "
             "on data of the task the model was trained on"
         )
-    if max_length is None:
-        state_file = Path(resolved) / "training_state.json"
-        trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
-        max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
-    if tokenizer is None:
-        tokenizer = load_tokenizer(model_dir)
-    dev = pick_device(device)
-    use = use_bf16(bf16, dev)
-    model.to(dev).eval()
-    data = encode_for(frame, tokenizer, max_length, prompt)
     t0 = time.perf_counter()
-    probs = class_probabilities(model, data, n_labels=len(names), batch_size=batch_size, device=dev, bf16=use)
+    probs, data = clf.probabilities(frame, batch_size)
     prediction = probs.argmax(axis=1)
     emit(
         f"predicted {len(data)} examples in {time.perf_counter() - t0:.1f}s"

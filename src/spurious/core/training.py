@@ -74,14 +74,17 @@ def seed_everything(seed: int) -> None:
 
 
 def rng_states() -> dict[str, Any]:
+    """Python, numpy, torch and the current CUDA device's RNG states, to restore around work that must not move the
+    training's random streams (a checkpoint selection); checkpoints hold Accelerate's RNG states of every process."""
     kind, keys, pos, has_gauss, gauss = np.random.get_state()
     states: dict[str, Any] = {
         "python": random.getstate(),
         "numpy": (kind, torch.from_numpy(keys.astype(np.int64)), int(pos), int(has_gauss), float(gauss)),
         "torch": torch.get_rng_state(),
     }
-    if torch.cuda.is_available():
-        states["cuda"] = torch.cuda.get_rng_state_all()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        # the current device's only: touching every visible GPU would open a context on each from every process
+        states["cuda"] = torch.cuda.get_rng_state()
     return states
 
 
@@ -91,7 +94,7 @@ def set_rng_states(states: Mapping[str, Any]) -> None:
     np.random.set_state((kind, keys.numpy().astype(np.uint32), pos, has_gauss, gauss))
     torch.set_rng_state(states["torch"])
     if "cuda" in states and torch.cuda.is_available():
-        torch.cuda.set_rng_state_all(states["cuda"])
+        torch.cuda.set_rng_state(states["cuda"])
 
 
 def _as_tuple(x: Any) -> Any:
