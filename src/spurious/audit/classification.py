@@ -52,9 +52,18 @@ def check_tokenizer_files(model: str | os.PathLike) -> None:
         )
 
 
+def read_model_config(model: str | os.PathLike) -> Any:
+    """The model's ``transformers`` config; AuditInputError when transformers cannot read one there."""
+    from spurious.core.models import ModelResolutionError, load_config
+
+    try:
+        return load_config(model)
+    except (OSError, ValueError, ModelResolutionError) as exc:
+        raise AuditInputError(f"{model}: not a model folder or hub id that transformers can read ({exc})") from None
+
+
 def model_label_names(model: str | os.PathLike) -> list[str]:
     """The label names a classifier predicts, in index order; AuditInputError when ``model`` is not one."""
-    from spurious.core.models import ModelResolutionError, resolve_model
     from spurious.lexical.bilstm import MARKER, is_bilstm
 
     path = Path(os.fspath(model))
@@ -66,12 +75,7 @@ def model_label_names(model: str | os.PathLike) -> list[str]:
         import json
 
         return list(json.loads((path / "prompt.json").read_text())["label_names"])
-    try:
-        from transformers import AutoConfig
-
-        config = AutoConfig.from_pretrained(resolve_model(model))
-    except (OSError, ValueError, ModelResolutionError) as exc:
-        raise AuditInputError(f"{model}: not a model folder or hub id that transformers can read ({exc})") from None
+    config = read_model_config(model)
     archs = [a for a in (config.architectures or []) if "SequenceClassification" in a]
     if not archs:
         raise AuditInputError(

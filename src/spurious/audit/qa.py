@@ -23,26 +23,21 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.audit.classification import AuditInputError, check_tokenizer_files
+from spurious.audit.classification import AuditInputError, check_tokenizer_files, read_model_config
 
 LogFn = Callable[[str], None]
 
 
 def check_qa_model(model: str | os.PathLike) -> None:
     """AuditInputError unless ``model`` is an extractive QA model with a tokenizer."""
-    from transformers import AutoConfig
-
-    from spurious.core.models import ModelResolutionError, resolve_model
+    from spurious.core.models import ModelResolutionError
     from spurious.lexical.bilstm import is_bilstm
 
     if os.path.isdir(model) and is_bilstm(model):
         raise AuditInputError(
             f"{model}: a BiLSTM classifier of the lexical track, not an extractive QA model; use --task classification"
         )
-    try:
-        config = AutoConfig.from_pretrained(resolve_model(model))
-    except (OSError, ValueError, ModelResolutionError) as exc:
-        raise AuditInputError(f"{model}: not a model folder or hub id that transformers can read ({exc})") from None
+    config = read_model_config(model)
     if not any("QuestionAnswering" in a for a in config.architectures or []):
         raise AuditInputError(
             f"{model}: a {'/'.join(config.architectures or ['base'])} model, not an extractive QA model; a QA audit "
