@@ -187,6 +187,34 @@ def test_processes_setting_is_validated():
             engine.processes_setting({"processes": bad})
 
 
+@pytest.mark.parametrize(
+    "n_rows, settings, expected",
+    [
+        # 45 rows in batches of 7: 7 micro-batches (6 full, one of 3); by 2 per step: 4 steps per epoch
+        (45, {"batch_size": 7, "gradient_accumulation_steps": 2, "epochs": 3, "max_steps": None}, (7, 4, 12)),
+        # fractional epochs round up: 1.5 x 4 = 6; max_steps wins over epochs
+        (45, {"batch_size": 7, "gradient_accumulation_steps": 2, "epochs": 1.5, "max_steps": 0}, (7, 4, 6)),
+        (45, {"batch_size": 7, "gradient_accumulation_steps": 2, "epochs": 3, "max_steps": 5}, (7, 4, 5)),
+        (16, {"batch_size": 16, "gradient_accumulation_steps": 1, "epochs": 2, "max_steps": None}, (1, 1, 2)),
+    ],
+)
+def test_step_counts_by_hand(n_rows, settings, expected):
+    assert engine.step_counts(n_rows, settings) == expected
+
+
+def test_step_counts_reject_an_empty_batch():
+    with pytest.raises(ValueError, match="must be at least 1"):
+        engine.step_counts(10, {"batch_size": 0, "gradient_accumulation_steps": 1, "epochs": 1, "max_steps": None})
+
+
+def test_step_micro_batches_take_consecutive_slices_and_stop_at_the_epoch_end():
+    order = np.arange(100, 145)  # 45 rows, batch 7: micro-batches 0..5 full, 6 holds 3 rows
+    steps = [engine._step_micro_batches(order, b, 7, 2) for b in (0, 2, 4, 6)]
+    assert [[len(m) for m in step] for step in steps] == [[7, 7], [7, 7], [7, 7], [3]]
+    assert steps[1][0].tolist() == list(range(114, 121)) and steps[3][0].tolist() == [142, 143, 144]
+    assert np.concatenate([m for step in steps for m in step]).tolist() == order.tolist()
+
+
 class _Tempered(torch.nn.Module):
     """A QA objective with a parameter of its own (a learned log-temperature on the span logits): DDP must
     synchronise its gradient with the model's, or the processes' temperatures drift apart."""

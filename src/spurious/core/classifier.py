@@ -21,7 +21,6 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -40,6 +39,8 @@ from spurious.core.engine import (
     launch,
     needs_launch,
     processes_setting,
+    run_summary,
+    step_counts,
     world,
 )
 from spurious.core.engine import train as engine_train
@@ -403,23 +404,10 @@ def train_classifier(
     ``prompt``: prompt-based fine-tuning of a masked LM (``spurious.core.prompt``); the checkpoint must hold a masked-LM
     head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words and
     their ids, label names)."""
+    arguments = dict(locals())  # this call's arguments, before anything else is defined: for the N-process relaunch
     s = resolve_settings(settings)
     if needs_launch(s):  # N processes (the job's GPUs): each runs this function with its share of every batch
-        return launch(
-            train_classifier,
-            processes_setting(s),
-            train_frame,
-            model_name_or_path=model_name_or_path,
-            output_dir=output_dir,
-            checkpoint_dir=checkpoint_dir,
-            settings=settings,
-            weights=weights,
-            init=init,
-            log=log,
-            eval_frame=eval_frame,
-            prompt=prompt,
-            trainable=trainable,
-        )
+        return launch(train_classifier, processes_setting(s), **arguments)
     emit = log or logger.info
     label_names, weights = _check_training_inputs(train_frame, eval_frame, s, init, trainable, prompt, weights)
     eval_every = s["eval_every"]
@@ -460,9 +448,7 @@ def train_classifier(
         if eval_data is None
         else _AccuracyEvaluation(model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit)
     )
-    batch_size, accum = int(s["batch_size"]), int(s["gradient_accumulation_steps"])
-    steps_per_epoch = math.ceil(math.ceil(len(data) / batch_size) / accum)
-    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
+    _, steps_per_epoch, total_steps = step_counts(len(data), s)
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
     emit(
         f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
@@ -490,37 +476,20 @@ def train_classifier(
     state = run.state
     saved_step = state.best_step if state.best_step is not None else state.step
     best_accuracy = state.evaluation.get("best_accuracy")
-    import transformers
-
     summary: dict[str, Any] = {
-        "model_name_or_path": str(model_name_or_path),
-        "resolved_model": resolve_model(model_name_or_path),
+        **run_summary(run, model_name_or_path, s, t_start),
         "init": init,
         "trainable": trainable,
         "n_trainable_parameters": int(n_trainable),
         "label_names": label_names,
-        "steps": state.step,
-        "total_steps": run.total_steps,
-        "steps_per_epoch": run.steps_per_epoch,
         "saved_step": saved_step,
-        "train_losses": state.train_losses,
         "eval_history": state.evaluation.get("history", []),
-        "best_step": state.best_step,
         "best_eval_accuracy": best_accuracy,
         "n_eval_examples": len(eval_data) if eval_data is not None else None,
         "prompt": prompt_meta,
-        "resumed_from_step": run.resumed_from,
         "n_train_examples": len(data),
         "weights_sha256": _weights_sha(weights),
         "fingerprint": fingerprint,
-        "device": str(run.device),
-        "bf16": run.bf16,
-        "processes": run.processes,
-        "threads": torch.get_num_threads(),
-        "wall_time_s": time.perf_counter() - t_start,
-        "train_wall_time_s": run.train_wall_time_s,
-        "settings": s,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
     if not run.is_main:  # rank 0 saves the model; every process returns the same summary
         return summary

@@ -200,18 +200,11 @@ def train(
         objective.train()
 
     batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
-    if batch_size < 1 or accum < 1:
-        raise ValueError(f"batch_size ({batch_size}) and gradient_accumulation_steps ({accum}) must be at least 1")
-    micro_per_epoch = math.ceil(len(lengths) / batch_size)
-    steps_per_epoch = math.ceil(micro_per_epoch / accum)
-    total_steps = (
-        int(settings["max_steps"]) if settings["max_steps"] else math.ceil(float(settings["epochs"]) * steps_per_epoch)
-    )
+    micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
     optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps)
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
     # not prepared: Accelerate's scheduler wrapper steps N times per step with N processes; registered, it is saved
     accelerator.register_for_checkpointing(scheduler)
-    clipped = [p for p in module.parameters() if p.requires_grad]
 
     state = TrainState(fingerprint=fingerprint, processes=processes)
     state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, keep_best=keep_best)
@@ -258,30 +251,14 @@ def train(
                 if stop_agreed():
                     raise StopRequested
                 if order_epoch != state.epoch:
-                    order = epoch_order(
-                        lengths,
-                        batch_size=batch_size,
-                        seed=int(settings["seed"]),
-                        epoch=state.epoch,
-                        group_by_length=bool(settings["group_by_length"]),
-                    )
-                    order_epoch = state.epoch
-                group = min(accum, micro_per_epoch - state.batch_in_epoch)
-                first = [(state.batch_in_epoch + m) * batch_size for m in range(group)]
-                step_loss, step_info = _accumulate(
-                    accelerator, module, [order[lo : lo + batch_size] for lo in first], rank, processes
+                    order, order_epoch = _epoch_order(lengths, settings, state.epoch), state.epoch
+                micro_batches = _step_micro_batches(order, state.batch_in_epoch, batch_size, accum)
+                step_loss, step_info, lr = _optimizer_step(
+                    accelerator, module, optimizer, scheduler, micro_batches,
+                    max_grad_norm=float(settings["max_grad_norm"] or 0), rank=rank, processes=processes, device=device,
                 )
-                keys = sorted(step_info)
-                totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
-                step_loss, step_info = totals[0], dict(zip(keys, totals[1:], strict=True))
-                lr = scheduler.get_last_lr()[0]
-                if settings["max_grad_norm"]:
-                    accelerator.clip_grad_norm_(clipped, float(settings["max_grad_norm"]))
-                optimizer.step()
-                scheduler.step()
-                optimizer.zero_grad(set_to_none=True)
                 state.step += 1
-                state.batch_in_epoch += group
+                state.batch_in_epoch += len(micro_batches)
                 if state.batch_in_epoch >= micro_per_epoch:
                     state.epoch, state.batch_in_epoch = state.epoch + 1, 0
                 state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
@@ -313,6 +290,48 @@ def train(
         is_main=rank == 0,
         train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
     )
+
+
+def step_counts(n_rows: int, settings: Mapping[str, Any]) -> tuple[int, int, int]:
+    """(micro-batches per epoch, optimizer steps per epoch, total optimizer steps) of a run over ``n_rows`` rows:
+    ``max_steps`` when set, else ``epochs`` (fractions allowed) times the steps per epoch."""
+    batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
+    if batch_size < 1 or accum < 1:
+        raise ValueError(f"batch_size ({batch_size}) and gradient_accumulation_steps ({accum}) must be at least 1")
+    micro_per_epoch = math.ceil(n_rows / batch_size)
+    steps_per_epoch = math.ceil(micro_per_epoch / accum)
+    if settings["max_steps"]:
+        return micro_per_epoch, steps_per_epoch, int(settings["max_steps"])
+    return micro_per_epoch, steps_per_epoch, math.ceil(float(settings["epochs"]) * steps_per_epoch)
+
+
+def run_summary(run: TrainResult, model_name_or_path: str | os.PathLike, settings: Mapping[str, Any], started: float) -> dict[str, Any]:
+    """The part of a training summary (``training_state.json``) that every user of the engine records: model, steps,
+    losses, resumption, device, precision, processes, threads, times (``started``: ``time.perf_counter()`` at the
+    start of the training function), settings and library versions."""
+    import transformers
+
+    from spurious.core.models import resolve_model
+
+    state = run.state
+    return {
+        "model_name_or_path": str(model_name_or_path),
+        "resolved_model": resolve_model(model_name_or_path),
+        "steps": state.step,
+        "total_steps": run.total_steps,
+        "steps_per_epoch": run.steps_per_epoch,
+        "train_losses": state.train_losses,
+        "best_step": state.best_step,
+        "resumed_from_step": run.resumed_from,
+        "device": str(run.device),
+        "bf16": run.bf16,
+        "processes": run.processes,
+        "threads": torch.get_num_threads(),
+        "wall_time_s": time.perf_counter() - started,
+        "train_wall_time_s": run.train_wall_time_s,
+        "settings": dict(settings),
+        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
+    }
 
 
 def _sum_over_processes(values: list[float], processes: int, device: torch.device) -> list[float]:
@@ -374,6 +393,52 @@ def _accumulate(
         for k, v in info.items():
             step_info[k] = step_info.get(k, 0.0) + float(v) * part
     return step_loss, step_info
+
+
+def _epoch_order(lengths: np.ndarray, settings: Mapping[str, Any], epoch: int) -> np.ndarray:
+    """The row order of ``epoch``: a pure function of (seed, epoch), so a resumed run rebuilds it."""
+    return epoch_order(
+        lengths,
+        batch_size=int(settings["batch_size"]),
+        seed=int(settings["seed"]),
+        epoch=epoch,
+        group_by_length=bool(settings["group_by_length"]),
+    )
+
+
+def _step_micro_batches(order: np.ndarray, batch_in_epoch: int, batch_size: int, accum: int) -> list[np.ndarray]:
+    """The rows of the next optimizer step's micro-batches: up to ``accum`` micro-batches of ``batch_size`` rows of
+    ``order`` from micro-batch ``batch_in_epoch`` on (fewer at the end of an epoch; the last may be short)."""
+    micro_per_epoch = math.ceil(len(order) / batch_size)
+    group = min(accum, micro_per_epoch - batch_in_epoch)
+    return [order[(batch_in_epoch + m) * batch_size : (batch_in_epoch + m + 1) * batch_size] for m in range(group)]
+
+
+def _optimizer_step(
+    accelerator: Any,
+    module: torch.nn.Module,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    micro_batches: list[np.ndarray],
+    *,
+    max_grad_norm: float,
+    rank: int,
+    processes: int,
+    device: torch.device,
+) -> tuple[float, dict[str, float], float]:
+    """One optimizer step over its micro-batches: the accumulated gradients (clipped to ``max_grad_norm`` unless 0),
+    the update, the schedule's step. Returns the step's mean loss and logged values (summed over the processes) and
+    the learning rate the update used."""
+    step_loss, step_info = _accumulate(accelerator, module, micro_batches, rank, processes)
+    keys = sorted(step_info)
+    totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
+    lr = scheduler.get_last_lr()[0]
+    if max_grad_norm:
+        accelerator.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], max_grad_norm)
+    optimizer.step()
+    scheduler.step()
+    optimizer.zero_grad(set_to_none=True)
+    return totals[0], dict(zip(keys, totals[1:], strict=True)), lr
 
 
 def _optimizer_and_schedule(

@@ -23,11 +23,13 @@ from spurious.core.engine import (
     launch,
     needs_launch,
     processes_setting,
+    run_summary,
+    step_counts,
     world,
 )
 from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
-from spurious.core.models import load_qa_model, load_tokenizer, resolve_model
+from spurious.core.models import load_qa_model, load_tokenizer
 from spurious.core.qa.features import (
     QAFeatures,
     featurize,
@@ -324,25 +326,10 @@ def train_qa(
     * ``trainable``: ``"all"`` (default) or ``"head"``: only the span-prediction head (``qa_outputs``) is trained, the
       encoder stays as initialised (a restricted bias model that a CPU can afford).
     """
+    arguments = dict(locals())  # this call's arguments, before anything else is defined: for the N-process relaunch
     s = resolve_settings(settings)
     if needs_launch(s):  # N processes (the job's GPUs): each runs this function with its share of every batch
-        return launch(
-            train_qa,
-            processes_setting(s),
-            train_frame,
-            valid_frame,
-            model_name_or_path=model_name_or_path,
-            output_dir=output_dir,
-            checkpoint_dir=checkpoint_dir,
-            settings=settings,
-            log=log,
-            objective_factory=objective_factory,
-            objective_id=objective_id,
-            selection=selection,
-            extra_validation=extra_validation,
-            init=init,
-            trainable=trainable,
-        )
+        return launch(train_qa, processes_setting(s), **arguments)
     emit = log or logger.info
     t_start = time.perf_counter()
     if s["threads"]:
@@ -397,9 +384,7 @@ def train_qa(
         bf16=bf16,
         emit=emit,
     )
-    micro_per_epoch = math.ceil(len(train_features) / int(s["batch_size"]))
-    steps_per_epoch = math.ceil(micro_per_epoch / int(s["gradient_accumulation_steps"]))
-    total_steps = int(s["max_steps"]) if s["max_steps"] else math.ceil(float(s["epochs"]) * steps_per_epoch)
+    _, steps_per_epoch, total_steps = step_counts(len(train_features), s)
     emit(
         f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}"
         f"{f' over {world()[1]} processes' if world()[1] > 1 else ''}: {len(train_frame)} questions -> "
@@ -422,18 +407,11 @@ def train_qa(
     )
     state, record = run.state, run.state.evaluation
     saved_step = state.best_step if s["keep_best"] and state.best_step is not None else state.step
-    import transformers
-
     validation_losses = record.get("validation_losses", [])
     summary: dict[str, Any] = {
-        "model_name_or_path": str(model_name_or_path),
-        "resolved_model": resolve_model(model_name_or_path),
-        "steps": state.step,
-        "total_steps": run.total_steps,
-        "steps_per_epoch": run.steps_per_epoch,
+        **run_summary(run, model_name_or_path, s, t_start),
         "epochs_done": state.step / run.steps_per_epoch,
         "saved_step": saved_step,
-        "best_step": state.best_step,
         "best_validation_loss": record.get("best_loss"),
         "validation_losses": validation_losses,
         "validation_curves": {"validation": validation_losses, **record.get("validation_curves", {})},
@@ -447,21 +425,11 @@ def train_qa(
         "selection": selection_description,
         "best_score": record.get("best_score"),
         "selection_history": record.get("selection_history", []),
-        "train_losses": state.train_losses,
         "stopped_early": state.stopped_early,
-        "resumed_from_step": run.resumed_from,
-        "device": str(run.device),
-        "bf16": run.bf16,
-        "processes": run.processes,
-        "threads": torch.get_num_threads(),
-        "wall_time_s": time.perf_counter() - t_start,
-        "train_wall_time_s": run.train_wall_time_s,
         "n_train_examples": len(train_frame),
         "n_train_features": len(train_features),
         "n_valid_examples": len(valid_subset),
         "n_valid_features": len(valid_features),
-        "settings": s,
-        "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
     if not run.is_main:  # rank 0 saves the model; every process returns the same summary
         return summary

@@ -103,27 +103,9 @@ def compute_heuristics(
     distinct_questions = list(dict.fromkeys(questions))
 
     # Per-text work over distinct texts, only for the heuristics that need it.
-    need_spacy = bool(want & {"ans-pos", "sim-ents", "subj-pos"})
-    if need_spacy and nlp is None:
+    if want & {"ans-pos", "sim-ents", "subj-pos"} and nlp is None:
         nlp = load_spacy()
-    jobs: dict[str, _Job] = {}
-    if want & {"ans-pos", "sim-ents"}:
-        assert nlp is not None
-        # NER keeps the parser: in the full pipeline the parser runs first and entities never cross its sentence
-        # boundaries, so NER alone finds different entities (e.g. "X. Thus" as one ORG).
-        need = ["parser"] + (["ner"] if "sim-ents" in want else [])
-        jobs["contexts"] = ("context", _components(nlp, need), contexts)
-    if "subj-pos" in want:
-        assert nlp is not None
-        jobs["questions"] = ("question", _components(nlp, ["parser"]), distinct_questions)
-    if distinct_answers:
-        assert nlp is not None
-        # Answer texts are short and rarely hold a sentence boundary, so their NER runs without the parser (half
-        # the cost); on the reference questions this gives the same sim-ents values as the full pipeline.
-        jobs["answers"] = ("answer", _components(nlp, ["ner"]), distinct_answers)
-    if "sim-word" in want:
-        jobs["context_words"] = ("words", (), contexts)
-        jobs["question_words"] = ("words", (), distinct_questions)
+    jobs = _parse_jobs(want, nlp, contexts, distinct_questions, distinct_answers)
     # Load NLTK before forking so that the workers inherit it instead of importing it each (seconds of CPU).
     stop = english_stopwords() if "word-dist" in want else frozenset()
     if "sim-word" in want:
@@ -176,12 +158,7 @@ def compute_heuristics(
     if "sim-ents" in want:
         ctx_labels = [f[2] for f in feats["contexts"]]
         if ents_variant == "question-type":
-            values = []
-            for i in range(n):
-                qtype = _question_type(questions[i])
-                labels = set(QUESTION_TYPE_LABELS[qtype]) if qtype else set()
-                values.append(float(sum(1 for lab in ctx_labels[codes[i]] if lab in labels)))
-            out["sim-ents"] = values
+            out["sim-ents"] = [_question_type_entities(ctx_labels[codes[i]], questions[i]) for i in range(n)]
         else:
             ans_labels = dict(zip(distinct_answers, feats.get("answers", []), strict=True))
             out["sim-ents"] = [
@@ -192,21 +169,63 @@ def compute_heuristics(
             ]
     if "subj-pos" in want:
         subjects = dict(zip(distinct_questions, feats["questions"], strict=True))
-        values = [
-            _subj_pos(
-                contexts_all[i],
-                subjects[questions[i]],
-                answer_starts[i][0] if answer_starts[i] else None,
-                compat=is_compat,
+        out["subj-pos"] = [
+            _subj_pos_value(
+                contexts_all[i], subjects[questions[i]], answer_starts[i], compat=is_compat,
+                variant=chosen.get("subj-pos"),
             )
             for i in range(n)
         ]
-        if chosen.get("subj-pos") == "categories":
-            values = [v if np.isnan(v) or v < 0 else float(min(v, 2.0)) for v in values]
-        out["subj-pos"] = values
 
     frame = pd.DataFrame({"id": ids})
     for h in requested:
         frame[h] = np.asarray(out[h], dtype=np.float64)
     return frame
 
+
+
+def _parse_jobs(
+    want: set[str],
+    nlp: Language | None,
+    contexts: list[str],
+    distinct_questions: list[str],
+    distinct_answers: list[str],
+) -> dict[str, _Job]:
+    """The per-text jobs the requested heuristics need (spaCy parses, sim-word's tokenisation), by name."""
+    jobs: dict[str, _Job] = {}
+    if want & {"ans-pos", "sim-ents"}:
+        assert nlp is not None
+        # NER keeps the parser: in the full pipeline the parser runs first and entities never cross its sentence
+        # boundaries, so NER alone finds different entities (e.g. "X. Thus" as one ORG).
+        need = ["parser"] + (["ner"] if "sim-ents" in want else [])
+        jobs["contexts"] = ("context", _components(nlp, need), contexts)
+    if "subj-pos" in want:
+        assert nlp is not None
+        jobs["questions"] = ("question", _components(nlp, ["parser"]), distinct_questions)
+    if distinct_answers:
+        assert nlp is not None
+        # Answer texts are short and rarely hold a sentence boundary, so their NER runs without the parser (half
+        # the cost); on the reference questions this gives the same sim-ents values as the full pipeline.
+        jobs["answers"] = ("answer", _components(nlp, ["ner"]), distinct_answers)
+    if "sim-word" in want:
+        jobs["context_words"] = ("words", (), contexts)
+        jobs["question_words"] = ("words", (), distinct_questions)
+    return jobs
+
+
+def _question_type_entities(context_labels: list[str], question: str) -> float:
+    """sim-ents, variant ``question-type``: the context's entities whose label belongs to the question's type (0 for
+    a question of no mapped type)."""
+    qtype = _question_type(question)
+    labels = set(QUESTION_TYPE_LABELS[qtype]) if qtype else set()
+    return float(sum(1 for label in context_labels if label in labels))
+
+
+def _subj_pos_value(
+    context: str, subjects: list[str], answer_starts: list[int], *, compat: bool, variant: str | None
+) -> float:
+    """subj-pos of one question; variant ``categories`` folds counts above 2 into 2 (NaN and the -1 sentinel stay)."""
+    value = _subj_pos(context, subjects, answer_starts[0] if answer_starts else None, compat=compat)
+    if variant == "categories" and not np.isnan(value) and value >= 0:
+        return float(min(value, 2.0))
+    return value
