@@ -110,8 +110,10 @@ lint: install-dev
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint --cores 1
 
+# One pytest-xdist worker per core, each test file whole on one worker (its tiny workflow run is built once); each
+# worker keeps to one core (tests/conftest.py). `make unit CORES=0` runs in one process.
 unit: install-dev
-	$(BIN)/pytest -q
+	$(BIN)/pytest -q -n $(CORES) --dist loadfile --no-loadscope-reorder
 
 test: lint unit
 

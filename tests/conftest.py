@@ -16,10 +16,44 @@ os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
+# `make test` runs the suite over pytest-xdist workers, one per core (files stay whole on one worker, so a module's
+# tiny workflow run is built once). Each worker then keeps to one core: its tiny workflows run with `--cores 1` (which
+# scales every rule's threads down to 1) and its own torch, OpenMP and BLAS with one thread. Two workers with two
+# threads each on two cores made every workflow test about twice as slow and the suite no faster.
+XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
+WORKFLOW_CORES = "1" if XDIST_WORKER else "2"
+if XDIST_WORKER:
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[_var] = "1"
+
 
 def pytest_configure(config: pytest.Config) -> None:
+    if XDIST_WORKER:
+        import torch
+
+        torch.set_num_threads(1)
     if not SQUAD_DEV.exists():
         raise pytest.UsageError(f"the real test data is missing: {SQUAD_DEV} (clone ../shared beside the repository)")
+
+
+# The files with a tiny workflow run, slowest first (measured on 2 cores): under xdist they start first, so that no
+# long file is left running alone at the end (`--no-loadscope-reorder` keeps this order; by default xdist would order
+# the files by their number of tests).
+SLOW_FILES_FIRST = (
+    "test_debias_workflow.py",
+    "test_spuriousbench_workflow.py",
+    "test_aflite_workflow.py",
+    "test_workflow.py",
+    "test_lexical_workflow.py",
+    "test_classification.py",
+    "test_qa.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if XDIST_WORKER:
+        rank = {name: i for i, name in enumerate(SLOW_FILES_FIRST)}
+        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest keep their order
 
 
 @pytest.fixture(scope="session")

@@ -15,7 +15,7 @@ import yaml
 from spurious.aflite import text as aflite_text
 from spurious.core import classification, classifier
 from tests.aflite.test_aflite_ood import write_hans
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES
 from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -63,7 +63,7 @@ def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
     cfg = {"run_name": "tiny-aflite", "aflite": {"synthetic": {"separations": [0.4], "seeds": [0, 1], "n_per_class": 200}}}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg))
-    snakemake(tmp_path, "--cores", "2", "--configfile", str(path))
+    snakemake(tmp_path, "--cores", WORKFLOW_CORES, "--configfile", str(path))
     run = json.loads((tmp_path / "results/aflite/synthetic/sep0.4/seed0.json").read_text())
     assert run["n"] == 400 and run["settings"]["m"] == 128 and run["settings"]["k"] == 10
     assert run["biased_kept"] < run["biased_total"]
@@ -138,7 +138,7 @@ def _tiny_text_config(tmp):
 @pytest.fixture(scope="module")
 def tiny_text_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("tiny-aflite-text")
-    snakemake(work, "--cores", "2", "--configfile", str(_tiny_text_config(work)))
+    snakemake(work, "--cores", WORKFLOW_CORES, "--configfile", str(_tiny_text_config(work)))
     return work
 
 
@@ -274,7 +274,7 @@ def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     plan = snakemake(tmp_path, "-n", "--configfile", str(path)).stdout
     assert "aflite_warmup" not in job_counts(plan)
-    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", "2", "--configfile", str(path))
+    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", WORKFLOW_CORES, "--configfile", str(path))
     res = tmp_path / "results"
     train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
     pool_features = np.load(res / "aflite/text/qnli/embeddings/pool.npy")

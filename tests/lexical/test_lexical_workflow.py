@@ -14,7 +14,7 @@ import yaml
 from spurious.core import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES
 from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -103,7 +103,7 @@ def _tiny_config(tmp):
 def tiny_lexical_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("tiny-lexical")
     cfg = _tiny_config(work)
-    snakemake(work, "--cores", "2", "--configfile", str(cfg))
+    snakemake(work, "--cores", WORKFLOW_CORES, "--configfile", str(cfg))
     return work, cfg
 
 

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from spurious.spuriousbench import construction as sb
-from tests.conftest import REPO, SHARED
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES
 from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
 
 SST2 = SHARED / "data" / "sst2"
@@ -124,7 +124,7 @@ def tiny_run(tmp_path_factory):
     config = _tiny_config(tmp)
     plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
     assert plan["spurious_train"] == 2 * 3 + 1 and plan["spurious_build"] == 3 + 1 and plan["spurious_icl"] == 2
-    snakemake(tmp, "--cores", "2", "--configfile", str(config))
+    snakemake(tmp, "--cores", WORKFLOW_CORES, "--configfile", str(config))
     return tmp / "results"
 
 

@@ -1,0 +1,132 @@
+"""Think Twice's debiasing chain as a workflow, end to end on the tiny QA config of ``tests/core/test_workflow.py``:
+segments, the bias model, logits, the matched plain control, the scale search, ReSam, LMix and CReg, predictions in
+and out of distribution, and the debiasing report."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from tests.conftest import WORKFLOW_CORES
+from tests.core.test_workflow import snakemake, tiny_config
+
+
+@pytest.fixture(scope="module")
+def tiny_debias_run(tmp_path_factory):
+    """The debiasing chain end to end on the tiny config: a bias model, teacher/bias logits, the plain control, LMix's
+    scale search (two values), ReSam, LMix and CReg, predictions on SQuAD and a 60-question NQ subset, and the
+    debiasing report (a few minutes).
+
+    A 6-step model has no measurable bias, so the word-dist threshold is given (debias.fixed_thresholds) instead
+    of searched; the searched path is the same rule with the bias result as input (see the demo-debias dry-run)."""
+    work = tmp_path_factory.mktemp("tiny_debias")
+    cfg_path = tiny_config(work)
+    cfg = yaml.safe_load(cfg_path.read_text())
+    cfg["segments"] = []
+    cfg["datasets"]["nq"] = {
+        "task": "qa",
+        "splits": {"dev": {"format": "squad_flat_json", "mirror_path": "naturalquestions_isbiased/nq_dev_formatted.json.gz"}},
+        "subsets": {"tiny": {"from": "dev", "max_examples": 60, "seed": 0}},
+    }
+    cfg["evaluate"].append({"dataset": "nq", "split": "tiny"})
+    cfg["debias"] = {
+        "model": "minilm",
+        "heuristics": ["word-dist"],
+        "fixed_thresholds": {"word-dist": {"threshold": 3.0, "biased_group": "low"}},
+        "training": {"max_steps": 4, "eval_every": 2},
+        "bias_model": {"selection_max_examples": 20, "training": {"max_steps": 4, "eval_every": 2}},
+        "scale_search": {"heuristic": "word-dist", "grid": [0.2, 0.8], "methods": ["lmix"], "max_examples": 20},
+    }
+    cfg_path = work / "tiny_debias.yaml"
+    cfg_path.write_text(yaml.safe_dump(cfg, sort_keys=False))
+    snakemake(work, "--cores", WORKFLOW_CORES, "--configfile", str(cfg_path), timeout=1500)
+    return work, cfg_path
+
+
+def test_tiny_debias_chain_outputs(tiny_debias_run):
+    work, _ = tiny_debias_run
+    res = work / "results"
+    seg = res / "segments/minilm/seed0/squad/train/word-dist/by_fixed"
+    biased, unbiased = pd.read_parquet(seg / "biased.parquet"), pd.read_parquet(seg / "unbiased.parquet")
+    train = pd.read_parquet(res / "data/squad/derived_s0/train.parquet")
+    heur = pd.read_parquet(res / "heuristics/squad/train.parquet").set_index("id")["word-dist"]
+    # the given threshold splits the training data: low (<= 3) is biased; the -1 sentinels are in neither segment
+    assert set(biased["id"]) == set(heur[(heur >= 0) & (heur <= 3.0)].index)
+    assert set(unbiased["id"]) == set(heur[heur > 3.0].index)
+    assert len(biased) + len(unbiased) + int((heur < 0).sum()) == len(train)
+
+    resam = json.loads((res / "models/minilm/resam/word-dist/seed0/training.json").read_text())
+    stats = resam["resampling"]
+    assert stats["n_biased_after"] == stats["n_unbiased_after"] == max(len(biased), len(unbiased))
+    assert resam["n_train_examples"] == 2 * max(len(biased), len(unbiased))
+
+    bias_model = json.loads((res / "models/minilm/biasmodel/word-dist/seed0/training.json").read_text())
+    assert bias_model["n_train_examples"] == len(biased)
+    assert [h["step"] for h in bias_model["selection_history"]] == [2, 4]
+    best = max(bias_model["selection_history"], key=lambda h: h["score"])
+    assert bias_model["best_step"] == best["step"]
+    assert best["score"] == pytest.approx(best["f1_biased"] - best["f1_unbiased"])
+
+    for producer in ("minilm/seed0", "minilm/biasmodel/word-dist/seed0"):
+        arr = np.load(res / f"logits/{producer}/squad/train.npy", mmap_mode="r")
+        meta = json.loads((res / f"logits/{producer}/squad/train.json").read_text())
+        assert arr.shape[1:] == (2, 128) and arr.dtype == np.float32
+        assert arr.shape[0] == meta["fingerprint"]["n_features"] >= len(train)
+
+    for method in ("lmix", "creg"):
+        summary = json.loads((res / f"models/minilm/{method}/word-dist/seed0/training.json").read_text())
+        assert summary["steps"] == 4 and summary["objective_id"] and method in summary["objective_id"]
+        curves = summary["validation_curves"]
+        assert set(curves) == {"validation", "nq/tiny"} and [p["step"] for p in curves["nq/tiny"]] == [2, 4]
+    assert not any((res / "_checkpoints").rglob("state.json")), "checkpoints are removed after success"
+
+    runs = ("minilm/seed0", "minilm/plain/seed0", "minilm/resam/word-dist/seed0", "minilm/lmix/word-dist/seed0",
+            "minilm/creg/word-dist/seed0")  # fmt: skip
+    for run in runs:
+        m = json.loads((res / f"predictions/{run}/nq/tiny.metrics.json").read_text())
+        assert m["n"] == 60 and m["run"] == run
+        r = json.loads((res / f"bias/{run}/squad/validation/ans-len.json").read_text())
+        expected_method = run.split("/")[1] if run.count("/") >= 2 else "original"
+        assert r["run"] == run and r["method"] == expected_method
+
+    # the original model logs its OOD validation curve too (Figs. 8-9)
+    original = json.loads((res / "models/minilm/seed0/training.json").read_text())
+    assert set(original["validation_curves"]) == {"validation", "nq/tiny"}
+    # the matched control: the debiased runs' data, steps and seed, no objective
+    plain = json.loads((res / "models/minilm/plain/seed0/training.json").read_text())
+    lmix = json.loads((res / "models/minilm/lmix/word-dist/seed0/training.json").read_text())
+    creg = json.loads((res / "models/minilm/creg/word-dist/seed0/training.json").read_text())
+    assert plain["objective_id"] is None and plain["addressed"] is None and plain["method"] == "plain"
+    assert (plain["n_train_examples"], plain["steps"], plain["settings"]) == (
+        lmix["n_train_examples"], lmix["steps"], lmix["settings"],
+    )  # fmt: skip
+    # LMix reads its scale from the search's choice file; CReg (not searched) keeps its configured one
+    choice = json.loads((res / "scale_search/minilm/lmix/choice.json").read_text())
+    assert [c["scale"] for c in choice["candidates"]] == [0.2, 0.8] and choice["metric"] == "f1"
+    assert choice["score"] == max(c["f1"] for c in choice["candidates"])
+    assert lmix["scale"] == choice["scale"] and "choice.json" in lmix["scale_source"]
+    assert f'"scale": {choice["scale"]}' in lmix["objective_id"]
+    assert creg["scale"] == 0.2 and creg["scale_source"] == "config"
+    assert lmix["gate"]["steps"] == 4 and lmix["gate"]["final_q10"] <= lmix["gate"]["final_q90"]
+    assert {"gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"} <= set(lmix["train_losses"][-1])
+
+    runs_table = pd.read_csv(res / "report/debias/runs.csv")
+    assert list(runs_table["method"]) == ["Original", "Plain", "ReSam", "LMix", "CReg"]
+    assert runs_table.set_index("method").loc["LMix", "scale"] == choice["scale"]
+
+    table1 = pd.read_csv(res / "report/debias/table1.csv")
+    assert {"Original", "Plain", "ReSam", "LMix", "CReg"} <= set(table1["method"])
+    assert {"nq", "nq vs original"} <= set(table1.columns)
+    word_dist_rows = table1[(table1["method"] != "Original") & (table1["addressed"] == "word-dist")]
+    assert set(word_dist_rows["metric"]) == {"EM", "F1"} and (word_dist_rows["n_seeds"] == 1).all()
+    bias_models = pd.read_csv(res / "report/debias/bias_models.csv")
+    assert len(bias_models) == 1 and bias_models.loc[0, "f1_gap"] == pytest.approx(
+        round(best["f1_biased"] - best["f1_unbiased"], 2)
+    )
+    for name in ("figure5", "cross_bias", "figure3", "loss_curves", "figure6"):
+        for ext in ("png", "svg"):
+            assert (res / f"report/debias/{name}.{ext}").stat().st_size > 0
