@@ -43,6 +43,7 @@ wildcard_constraints:
 
 
 include: "rules/common.smk"
+include: "rules/thinktwice_functions.smk"
 include: "rules/data.smk"
 include: "rules/heuristics.smk"
 include: "rules/train.smk"
