@@ -254,8 +254,15 @@ def train(
                     order, order_epoch = _epoch_order(lengths, settings, state.epoch), state.epoch
                 micro_batches = _step_micro_batches(order, state.batch_in_epoch, batch_size, accum)
                 step_loss, step_info, lr = _optimizer_step(
-                    accelerator, module, optimizer, scheduler, micro_batches,
-                    max_grad_norm=float(settings["max_grad_norm"] or 0), rank=rank, processes=processes, device=device,
+                    accelerator,
+                    module,
+                    optimizer,
+                    scheduler,
+                    micro_batches,
+                    max_grad_norm=float(settings["max_grad_norm"] or 0),
+                    rank=rank,
+                    processes=processes,
+                    device=device,
                 )
                 state.step += 1
                 state.batch_in_epoch += len(micro_batches)
@@ -305,7 +312,9 @@ def step_counts(n_rows: int, settings: Mapping[str, Any]) -> tuple[int, int, int
     return micro_per_epoch, steps_per_epoch, math.ceil(float(settings["epochs"]) * steps_per_epoch)
 
 
-def run_summary(run: TrainResult, model_name_or_path: str | os.PathLike, settings: Mapping[str, Any], started: float) -> dict[str, Any]:
+def run_summary(
+    run: TrainResult, model_name_or_path: str | os.PathLike, settings: Mapping[str, Any], started: float
+) -> dict[str, Any]:
     """The part of a training summary (``training_state.json``) that every user of the engine records: model, steps,
     losses, resumption, device, precision, processes, threads, times (``started``: ``time.perf_counter()`` at the
     start of the training function), settings and library versions."""

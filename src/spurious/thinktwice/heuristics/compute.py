@@ -171,7 +171,10 @@ def compute_heuristics(
         subjects = dict(zip(distinct_questions, feats["questions"], strict=True))
         out["subj-pos"] = [
             _subj_pos_value(
-                contexts_all[i], subjects[questions[i]], answer_starts[i], compat=is_compat,
+                contexts_all[i],
+                subjects[questions[i]],
+                answer_starts[i],
+                compat=is_compat,
                 variant=chosen.get("subj-pos"),
             )
             for i in range(n)
