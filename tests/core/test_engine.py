@@ -147,6 +147,63 @@ def test_a_checkpoint_of_two_processes_is_not_resumed_by_one(tiny_bert, train_ro
         _train(tiny_bert, train_rows, out, 1)
 
 
+def test_a_checkpoint_of_the_former_adamw_kernel_is_not_resumed(tiny_bert, train_rows, tmp_path):
+    """Checkpoints written before the engine chose fused AdamW have no ``optimizer_impl`` in their state (a 4-step run
+    leaves its step-2 checkpoint behind; the adapter removes the folder): resuming
+    one would continue another kernel's updates, so it is refused with what to do."""
+    import json
+
+    out = tmp_path / "r"
+    rows, weights = train_rows
+    classifier.train_classifier(
+        rows, model_name_or_path=str(tiny_bert), output_dir=out / "model", checkpoint_dir=out / "ck",
+        settings=dict(SETTINGS, max_steps=4, checkpoint_every=2), weights=weights,
+    )
+    state_file = engine.latest_checkpoint(out / "ck") / engine.STATE_FILE
+    state = json.loads(state_file.read_text())
+    assert state["optimizer_impl"] == "fused"
+    del state["optimizer_impl"]
+    state_file.write_text(json.dumps(state))
+    with pytest.raises(RuntimeError, match="default AdamW kernel and this run uses the fused one"):
+        classifier.train_classifier(
+            rows, model_name_or_path=str(tiny_bert), output_dir=out / "again", checkpoint_dir=out / "ck",
+            settings=dict(SETTINGS, max_steps=4, checkpoint_every=2), weights=weights,
+        )
+
+
+def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one():
+    """Fused on CPU (and CUDA), torch's default elsewhere; the fused update is the default one up to rounding: 10
+    steps with the same inputs, weight decay on one group, moved the weights by 0.049 and left the two within 3e-8 of
+    each other (measured)."""
+    settings = {"weight_decay": 0.01, "learning_rate": 1e-2, "warmup_ratio": 0.1}
+
+    def make() -> torch.nn.Module:
+        torch.manual_seed(0)
+        return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 2))
+
+    fused_model, default_model = make(), make()
+    fused, fused_schedule = engine._optimizer_and_schedule(fused_model, None, settings, 10, torch.device("cpu"))
+    default, default_schedule = engine._optimizer_and_schedule(default_model, None, settings, 10, torch.device("meta"))
+    assert fused.param_groups[0]["fused"] is True
+    assert not default.param_groups[0]["fused"]
+    assert [g["weight_decay"] for g in fused.param_groups] == [0.01, 0.0]
+    generator = torch.Generator().manual_seed(1)
+    for _ in range(10):
+        x = torch.randn(32, 8, generator=generator)
+        for model, optimizer, schedule in (
+            (fused_model, fused, fused_schedule),
+            (default_model, default, default_schedule),
+        ):
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+            schedule.step()
+    moved = max(float((a - b).abs().max()) for a, b in zip(fused_model.parameters(), make().parameters()))
+    worst = max(float((a - b).abs().max()) for a, b in zip(fused_model.parameters(), default_model.parameters()))
+    assert moved > 1e-2  # the steps did move the weights
+    assert worst < 1e-6
+
+
 def test_a_failing_process_is_reported_with_its_traceback(tmp_path):
     def fail() -> None:
         rank, _ = engine.world()

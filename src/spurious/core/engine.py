@@ -78,6 +78,9 @@ class TrainState:
     wall_time_s: float = 0.0  # of earlier (interrupted) segments
     fingerprint: str = ""
     processes: int = 1
+    # the AdamW implementation: "fused" or "default" (torch's choice: for-loop on CPU, foreach on CUDA), which is
+    # what a checkpoint written before the engine chose fused kernels used
+    optimizer_impl: str = "default"
     best_step: int | None = None
     last_eval_step: int = 0
     stopped_early: bool = False
@@ -201,12 +204,12 @@ def train(
 
     batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
     micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
-    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps)
+    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
     # not prepared: Accelerate's scheduler wrapper steps N times per step with N processes; registered, it is saved
     accelerator.register_for_checkpointing(scheduler)
 
-    state = TrainState(fingerprint=fingerprint, processes=processes)
+    state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
     state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, keep_best=keep_best)
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
@@ -450,22 +453,41 @@ def _optimizer_step(
     return totals[0], dict(zip(keys, totals[1:], strict=True)), lr
 
 
+# devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default
+FUSED_ADAMW_DEVICES = ("cpu", "cuda")
+
+
 def _optimizer_and_schedule(
-    model: torch.nn.Module, objective: torch.nn.Module | None, settings: Mapping[str, Any], total_steps: int
+    model: torch.nn.Module,
+    objective: torch.nn.Module | None,
+    settings: Mapping[str, Any],
+    total_steps: int,
+    device: torch.device,
 ) -> tuple[torch.optim.Optimizer, Any]:
     """AdamW over the model's and the objective's parameter groups (weight decay except biases and norms, as the HF
-    Trainer) and the linear schedule with warmup."""
+    Trainer) and the linear schedule with warmup.
+
+    The fused kernel where the device has one, as the ``transformers`` Trainer's default ``adamw_torch_fused``: on
+    CPU it takes 16 ms a step for MiniLM's 22.6M parameters against 107 ms for torch's default for-loop AdamW. The
+    same update up to floating-point rounding (1e-7 relative after 10 steps), not bit for bit."""
     groups = param_groups(model, float(settings["weight_decay"]))
     if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
         for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
             group["params"] = group["params"] + extra["params"]
-    optimizer = torch.optim.AdamW(groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8)
+    fused = True if device.type in FUSED_ADAMW_DEVICES else None
+    optimizer = torch.optim.AdamW(
+        groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8, fused=fused
+    )
     from transformers import get_linear_schedule_with_warmup
 
     scheduler = get_linear_schedule_with_warmup(
         optimizer, math.ceil(float(settings["warmup_ratio"]) * total_steps), total_steps
     )
     return optimizer, scheduler
+
+
+def _optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
+    return "fused" if optimizer.param_groups[0].get("fused") else "default"
 
 
 def _resume(
@@ -487,6 +509,12 @@ def _resume(
         raise RuntimeError(
             f"checkpoint {ckpt} was written by a version of spurious before the Accelerate engine and cannot be "
             f"resumed; delete {checkpoint_dir} to start afresh"
+        )
+    if saved.optimizer_impl != state.optimizer_impl:
+        raise RuntimeError(
+            f"checkpoint {ckpt} was written with the {saved.optimizer_impl} AdamW kernel and this run uses the "
+            f"{state.optimizer_impl} one (a resumed run must continue the same updates): rerun with the spurious "
+            f"version that wrote it, or delete {checkpoint_dir} to start afresh"
         )
     if saved.processes != state.processes:
         raise RuntimeError(
