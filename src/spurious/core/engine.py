@@ -9,6 +9,8 @@ What stays ours, because results and resumption depend on it:
 
 * the loss: a ``loss_fn(model, objective, rows, device) -> (mean loss over the rows, {name: float})`` given by the
   caller (QA span loss, a debiasing objective, weighted cross-entropy, a prompt's label-word loss);
+* the optimizer: AdamW (fused kernel on CPU and CUDA, as the ``transformers`` Trainer's default) over the model's
+  and the objective's parameters, weight decay except biases and norms, linear schedule with warmup;
 * the data order: a pure function of (seed, epoch) (``training.epoch_order``), so a resumed run rebuilds it;
 * the global batch: an optimizer step consumes ``gradient_accumulation_steps`` micro-batches of ``batch_size`` rows
   whatever the number of processes N; each process takes a contiguous 1/N of every micro-batch and scales its mean
