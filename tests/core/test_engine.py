@@ -199,7 +199,7 @@ def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one()
             optimizer.step()
             schedule.step()
     def largest_difference(a: torch.nn.Module, b: torch.nn.Module) -> float:
-        return max(float((p - q).abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
+        return max(float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 
     moved = largest_difference(fused_model, make())
     worst = largest_difference(fused_model, default_model)
