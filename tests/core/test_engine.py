@@ -148,9 +148,9 @@ def test_a_checkpoint_of_two_processes_is_not_resumed_by_one(tiny_bert, train_ro
 
 
 def test_a_checkpoint_of_the_former_adamw_kernel_is_not_resumed(tiny_bert, train_rows, tmp_path):
-    """Checkpoints written before the engine chose fused AdamW have no ``optimizer_impl`` in their state (a 4-step run
-    leaves its step-2 checkpoint behind; the adapter removes the folder): resuming
-    one would continue another kernel's updates, so it is refused with what to do."""
+    """Checkpoints written before the engine chose fused AdamW have no ``optimizer_impl`` in their state: resuming one
+    would continue another kernel's updates, so it is refused with what to do. (A 4-step run leaves its step-2
+    checkpoint behind; the adapter, not the function, removes the folder.)"""
     import json
 
     out = tmp_path / "r"
@@ -183,6 +183,7 @@ def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one()
 
     fused_model, default_model = make(), make()
     fused, fused_schedule = engine._optimizer_and_schedule(fused_model, None, settings, 10, torch.device("cpu"))
+    # a device without the fused kernel (only the choice depends on it; the parameters stay on the CPU)
     default, default_schedule = engine._optimizer_and_schedule(default_model, None, settings, 10, torch.device("meta"))
     assert fused.param_groups[0]["fused"] is True
     assert not default.param_groups[0]["fused"]
@@ -198,6 +199,7 @@ def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one()
             model(x).pow(2).mean().backward()
             optimizer.step()
             schedule.step()
+
     def largest_difference(a: torch.nn.Module, b: torch.nn.Module) -> float:
         return max(float((p - q).detach().abs().max()) for p, q in zip(a.parameters(), b.parameters(), strict=True))
 

@@ -471,7 +471,9 @@ def _optimizer_and_schedule(
 
     The fused kernel where the device has one, as the ``transformers`` Trainer's default ``adamw_torch_fused``: on
     CPU it takes 16 ms a step for MiniLM's 22.6M parameters against 107 ms for torch's default for-loop AdamW. The
-    same update up to floating-point rounding (1e-7 relative after 10 steps), not bit for bit."""
+    same update up to floating-point rounding, not bit for bit: 10 steps of a small model agree within 3e-8 (tested);
+    after the main demo's 300 steps half of MiniLM's weights differ, by at most 5e-4, and none of its reported
+    numbers does."""
     groups = param_groups(model, float(settings["weight_decay"]))
     if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
         for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
