@@ -17,6 +17,10 @@ bf16 autocast (ours: ``bf16: auto``; Trainer: ``bf16=True``), on CPU both run in
   ``LengthGroupedSampler``), the model's own QA loss, the Trainer's default optimizer, no evaluation, no saving, no
   logging. Timing: a ``TrainerCallback`` synchronises CUDA and stamps ``on_step_end`` (after the optimizer step);
   the same window as ours. Its padding share is counted in the collator on the timed micro-batches.
+* **Trainer, our batches**: the fair Trainer fed our engine's length-grouped window order (``epoch_order``, seed 0)
+  through its sampler, so it trains on exactly the batches ours does (checked: the widths of every timed micro-batch
+  must equal ours). Against ours this is the one-difference comparison: same model, data, batches, widths,
+  optimizer kind and seed; only the training loops differ. Its ratio is printed as "same batches".
 * **Trainer, run_qa default** (for reference): the same, but windows padded to ``max_length`` (``run_qa.py``'s
   default ``pad_to_max_length``) with ``default_data_collator`` and no length grouping.
 
@@ -25,7 +29,8 @@ batches and a last partial one, ``gradient_accumulation_steps`` micro-batches pe
 the counts are exact and identical for both. ``pad %`` is the share of padding tokens in the batches the model saw.
 tokens/s = features/s x the mean padded width: the two length-grouped samplers (ours, the Trainer's
 ``LengthGroupedSampler``) put different windows into the few timed steps, and a loop whose timed batches happen to
-be narrower gains features/s without being faster; both ratios are printed.
+be narrower gains features/s without being faster; both ratios are printed, and the same-batches ratio removes the
+samplers from the comparison. ``--ours-first`` runs our loop before the Trainers (a check on the order of the runs).
 
 Both need ``accelerate`` (a project dependency: our engine is built on it, and so is the Trainer).
 Example (CPU; on a GPU machine the default ``--device auto`` picks CUDA and bf16):
@@ -264,6 +269,37 @@ class _CountingCollator:
         return batch
 
 
+class _OurOrderSampler(torch.utils.data.Sampler):
+    """Our engine's window order (``epoch_order``, length-grouped, seed 0), epoch after epoch: hands the Trainer
+    exactly the batches our loop trains on, so the two loops can be timed on identical work."""
+
+    def __init__(self, lengths: np.ndarray, batch_size: int, seed: int) -> None:
+        self.lengths, self.batch_size, self.seed, self.epoch = lengths, batch_size, seed, 0
+
+    def __len__(self) -> int:
+        return len(self.lengths)
+
+    def __iter__(self):
+        order = epoch_order(
+            self.lengths, batch_size=self.batch_size, seed=self.seed, epoch=self.epoch, group_by_length=True
+        )
+        self.epoch += 1
+        return iter(order.tolist())
+
+
+def our_batch_widths(feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int) -> list[int]:
+    """The padded width of each timed micro-batch of our length-grouped loop, in training order."""
+    widths, orders = [], {}
+    for step in plan[warmup:]:
+        for epoch, lo, size in step:
+            if epoch not in orders:
+                orders[epoch] = epoch_order(
+                    feats.lengths, batch_size=batch_size, seed=seed, epoch=epoch, group_by_length=True
+                )
+            widths.append(int(feats.lengths[orders[epoch][lo : lo + size]].max()))
+    return widths
+
+
 def _length_grouping(arguments_class: type, on: bool) -> dict[str, Any]:
     """The Trainer's length-grouped sampler: ``train_sampling_strategy`` in transformers 5, ``group_by_length``
     before."""
@@ -279,10 +315,11 @@ def bench_trainer(
     args: argparse.Namespace,
     device: torch.device,
     bf16: bool,
-    fair: bool,
+    variant: str,
 ) -> dict:
-    """The Trainer, fair (dynamic padding, ``group_by_length=True``) or as run_qa.py's default (padded to
-    ``max_length``)."""
+    """The Trainer: ``fair`` (dynamic padding, ``group_by_length=True``), ``our_batches`` (dynamic padding, windows in
+    our engine's length-grouped order: the same batches as ours) or ``padded`` (run_qa.py's default: padded to
+    ``max_length``, random order)."""
     from transformers import (
         PrinterCallback,
         ProgressCallback,
@@ -299,6 +336,9 @@ def bench_trainer(
             _sync(device)
             stamps[state.global_step] = time.perf_counter()
 
+    if variant not in ("fair", "our_batches", "padded"):
+        raise ValueError(f"unknown Trainer variant {variant!r}")
+    fair = variant != "padded"  # dynamic padding
     collator = _CountingCollator(load_tokenizer(model_name)) if fair else None
     dataset = _Windows(feats) if fair else _PaddedWindows(feats, args.max_length)
     if args.threads:
@@ -322,9 +362,17 @@ def bench_trainer(
             disable_tqdm=True,
             log_level="error",
             dataloader_num_workers=0,
-            **_length_grouping(TrainingArguments, fair),
+            **_length_grouping(TrainingArguments, variant == "fair"),
         )
-        trainer = Trainer(
+        trainer_class = Trainer
+        if variant == "our_batches":
+            sampler = _OurOrderSampler(feats.lengths, args.batch_size, seed=0)
+
+            class trainer_class(Trainer):  # noqa: N801 - a Trainer that draws our engine's batches
+                def _get_train_sampler(self, train_dataset=None):
+                    return sampler
+
+        trainer = trainer_class(
             model=model,
             args=targs,
             train_dataset=dataset,
@@ -340,15 +388,21 @@ def bench_trainer(
     n_timed = timed_features(plan, args.warmup)
     if fair:  # the micro-batches of the timed steps, as the collator saw them
         timed = collator.batches[args.warmup * args.grad_accum : args.steps * args.grad_accum]
+        if variant == "our_batches":  # the sampler must have handed the Trainer exactly our batches
+            ours = our_batch_widths(feats, plan, args.warmup, batch_size=args.batch_size, seed=0)
+            if [b[2] for b in timed] != ours:
+                raise RuntimeError("the Trainer's timed batches are not ours: their widths differ")
         pad_fraction = 1 - sum(b[0] for b in timed) / sum(b[1] for b in timed)
         width = float(np.mean([b[2] for b in timed]))
     else:  # every batch is max_length wide
         pad_fraction, width = 1 - float(feats.lengths.mean()) / args.max_length, float(args.max_length)
     return {
-        "name": (
-            "HF Trainer, fair (dynamic padding, group_by_length=true)" if fair else "HF Trainer (padded to max_length)"
-        ),
-        "loop": "trainer_fair" if fair else "trainer",
+        "name": {
+            "fair": "HF Trainer, fair (dynamic padding, group_by_length=true)",
+            "our_batches": "HF Trainer, our batches (dynamic padding)",
+            "padded": "HF Trainer (padded to max_length)",
+        }[variant],
+        "loop": {"fair": "trainer_fair", "our_batches": "trainer_our_batches", "padded": "trainer"}[variant],
         "group_by_length": fair,
         **_rate(stamps, args.steps, args.warmup, n_timed),
         "timed_features": n_timed,
@@ -377,6 +431,7 @@ def main() -> None:
     ap.add_argument("--warmup", type=int, default=3, help="first steps left out of the timing")
     ap.add_argument("--device", default="auto", help="auto (CUDA if available), cpu or cuda")
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
+    ap.add_argument("--ours-first", action="store_true", help="run our loop before the Trainer's")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -405,22 +460,33 @@ def main() -> None:
         flush=True,
     )
 
-    results = []
-    for fair in (True, False):
-        results.append(bench_trainer(args.model, feats, args=args, device=device, bf16=bf16, fair=fair))
-        print(f"  {results[-1]['name']}: {results[-1]['features_per_s']:.1f} features/s", flush=True)
-    for group in (True, False):
-        r = bench_ours(
+    def trainer(variant: str):
+        return lambda: bench_trainer(args.model, feats, args=args, device=device, bf16=bf16, variant=variant)
+
+    def ours(group: bool):
+        return lambda: bench_ours(
             args.model, train_frame, valid_frame, feats, group_by_length=group, args=args, device=device, bf16=bf16
         )
-        results.append(r)
+
+    # display order; the run order is this one or, with --ours-first, ours before the Trainers (a check that the
+    # order of the runs in one process does not decide the comparison)
+    jobs = [trainer("fair"), trainer("our_batches"), ours(True), ours(False), trainer("padded")]
+    run_order = [2, 3, 1, 0, 4] if args.ours_first else [0, 1, 2, 3, 4]
+    by_position: dict[int, dict] = {}
+    for position in run_order:
+        r = jobs[position]()
+        r["run_position"] = run_order.index(position) + 1
+        by_position[position] = r
         print(f"  {r['name']}: {r['features_per_s']:.1f} features/s", flush=True)
+    results = [by_position[i] for i in range(len(jobs))]
     base = results[0]["features_per_s"]
     for r in results:
         r["ratio_vs_trainer"] = r["features_per_s"] / base
         # the tokens the model computes on (padding included): the two length-grouped samplers put different windows
         # into the few timed steps, so features/s alone favours the loop whose timed batches happened to be narrower
         r["padded_tokens_per_s"] = r["features_per_s"] * r["mean_batch_width"]
+    # the one-difference comparison: ours and the Trainer on identical batches, so only the loops differ
+    same_batches = results[1]["s_per_step"] / results[2]["s_per_step"]
     base_tokens = results[0]["padded_tokens_per_s"]
     for r in results:
         r["token_ratio_vs_trainer"] = r["padded_tokens_per_s"] / base_tokens
@@ -446,6 +512,11 @@ def main() -> None:
         "tokens/s: features/s x width (padding included). With length grouping the two loops' samplers put "
         "different windows into the timed steps; where their widths differ, tokens/s compares the work rate."
     )
+    print(
+        f"Same batches (the Trainer fed our engine's length-grouped order, widths checked equal): ours "
+        f"{results[2]['s_per_step']:.3f} s/step, the Trainer {results[1]['s_per_step']:.3f} s/step: ours "
+        f"{same_batches:.2f}x the Trainer's speed (>= 1 means ours is at least as fast)."
+    )
     print()
     print("timing:")
     for r in results:
@@ -470,6 +541,8 @@ def main() -> None:
             "steps": args.steps,
             "warmup_steps": args.warmup,
             "featurize_s": featurize_s,
+            "run_order": "ours first" if args.ours_first else "Trainer first",
+            "ours_vs_trainer_same_batches": same_batches,
             "versions": {"torch": torch.__version__, "transformers": __import__("transformers").__version__},
             "results": results,
         }
