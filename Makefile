@@ -122,7 +122,7 @@ bench: install-dev
 	$(BIN)/python benchmarks/bench_bias.py
 	$(BIN)/python benchmarks/bench_reweight.py --json results/bench_reweight.json
 	$(BIN)/python benchmarks/bench_aflite.py --json results/bench_aflite.json
-	$(BIN)/python benchmarks/bench_train_loop.py --steps 20 --warmup 3 --json results/bench_train_loop.json
+	$(BIN)/python benchmarks/bench_train_loop.py --steps 40 --warmup 3 --json results/bench_train_loop.json
 	$(BIN)/python benchmarks/bench_audit.py --json results/bench_audit.json
 
 clean:
