@@ -448,6 +448,19 @@ def _run_in_subprocess(variant: str, args: argparse.Namespace) -> dict:
         return json.loads(out.read_text())
 
 
+def _mean_of_runs(runs: list[dict]) -> dict:
+    """One row from repeated runs of a variant: their mean s/step (features/s from it), the runs' own values kept."""
+    if len(runs) == 1:
+        return runs[0]
+    row = dict(runs[0])
+    row["timed_seconds"] = float(np.mean([r["timed_seconds"] for r in runs]))
+    row["s_per_step"] = row["timed_seconds"] / row["timed_steps"]
+    row["features_per_s"] = row["timed_features"] / row["timed_seconds"]
+    row["run_position"] = [r["run_position"] for r in runs]
+    row["runs_s_per_step"] = [r["s_per_step"] for r in runs]
+    return row
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", default="embedded:all-MiniLM-L6-v2")
@@ -512,17 +525,18 @@ def main() -> None:
         result = jobs[args.variant]()
         Path(args.result_json).write_text(json.dumps(result) + "\n")
         return
-    # Display order; the run order is this one or, with --ours-first, ours before the Trainers. Each variant runs in
-    # a fresh process: in one process the later of two equal loops measured 1-4 % slower (allocator and cache state).
+    # Each variant runs in a fresh process (in one process the later of two equal loops measured 1-4 % slower), and
+    # the same-batches pair twice, in the order A B B A (ours first with --ours-first), so that a drift of the
+    # machine's speed over the run weighs on both alike; their rows are the means of the two runs.
     names = list(jobs)
-    run_order = [2, 3, 1, 0, 4] if args.ours_first else [0, 1, 2, 3, 4]
-    by_position: dict[int, dict] = {}
-    for position in run_order:
+    run_order = [2, 1, 1, 2, 3, 0, 4] if args.ours_first else [0, 1, 2, 2, 1, 3, 4]
+    runs: dict[int, list[dict]] = {}
+    for n, position in enumerate(run_order, start=1):
         r = _run_in_subprocess(names[position], args)
-        r["run_position"] = run_order.index(position) + 1
-        by_position[position] = r
+        r["run_position"] = n
+        runs.setdefault(position, []).append(r)
         print(f"  {r['name']}: {r['features_per_s']:.1f} features/s", flush=True)
-    results = [by_position[i] for i in range(len(jobs))]
+    results = [_mean_of_runs(runs[i]) for i in range(len(jobs))]
     base = results[0]["features_per_s"]
     for r in results:
         r["ratio_vs_trainer"] = r["features_per_s"] / base
@@ -559,7 +573,9 @@ def main() -> None:
     print(
         f"Same batches (the Trainer fed our engine's length-grouped order, widths checked equal): ours "
         f"{results[2]['s_per_step']:.3f} s/step, the Trainer {results[1]['s_per_step']:.3f} s/step: ours "
-        f"{same_batches:.2f}x the Trainer's speed (>= 1 means ours is at least as fast)."
+        f"{same_batches:.2f}x the Trainer's speed (>= 1 means ours is at least as fast); means of two runs each, "
+        f"ours {', '.join(f'{t:.3f}' for t in results[2]['runs_s_per_step'])}, the Trainer "
+        f"{', '.join(f'{t:.3f}' for t in results[1]['runs_s_per_step'])} s/step."
     )
     print()
     print("timing:")
