@@ -31,7 +31,9 @@ tokens/s = features/s x the mean padded width: the two length-grouped samplers (
 ``LengthGroupedSampler``) put different windows into the few timed steps, and a loop whose timed batches happen to
 be narrower gains features/s without being faster; both ratios are printed, and the same-batches ratio removes the
 samplers from the comparison. Each variant runs in a fresh Python process (in one process the later of two equal
-loops measured 1-4 % slower); ``--ours-first`` runs our loop before the Trainers (a check on the order of the runs).
+loops measured 1-4 % slower), and the same-batches pair runs twice, in the order A B B A, its rows the means of the
+two runs (single runs scatter by about 3 % on a 2-core CPU, the first of a session often the slowest);
+``--ours-first`` runs our loop before the Trainers (a check on the order of the runs).
 
 Both need ``accelerate`` (a project dependency: our engine is built on it, and so is the Trainer).
 Example (CPU; on a GPU machine the default ``--device auto`` picks CUDA and bf16):
