@@ -32,7 +32,7 @@ tokens/s = features/s x the mean padded width: the two length-grouped samplers (
 be narrower gains features/s without being faster; both ratios are printed, and the same-batches ratio removes the
 samplers from the comparison. Each variant runs in a fresh Python process (in one process the later of two equal
 loops measured 1-4 % slower), and the same-batches pair runs twice, in the order A B B A, its rows the means of the
-two runs (single runs scatter by about 3 % on a 2-core CPU, the first of a session often the slowest);
+two runs (single runs scatter by about 3 % on a 2-core CPU);
 ``--ours-first`` runs our loop before the Trainers (a check on the order of the runs).
 
 Both need ``accelerate`` (a project dependency: our engine is built on it, and so is the Trainer).
@@ -110,25 +110,28 @@ def timed_features(plan: list[list[tuple[int, int, int]]], warmup: int) -> int:
     return sum(size for step in plan[warmup:] for _, _, size in step)
 
 
-def our_padding(feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int, group_by_length: bool) -> dict:
-    """Real and padded tokens of our timed batches (dynamic padding: each batch padded to its longest window)."""
-    lengths = feats.lengths
+def our_timed_batches(
+    feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int, group_by_length: bool
+) -> list[np.ndarray]:
+    """The window lengths of each timed micro-batch of our loop, in training order (its epochs' ``epoch_order``)."""
     orders: dict[int, np.ndarray] = {}
-    real = padded = 0
+    batches = []
     for step in plan[warmup:]:
         for epoch, lo, size in step:
             if epoch not in orders:
                 orders[epoch] = epoch_order(
-                    lengths, batch_size=batch_size, seed=seed, epoch=epoch, group_by_length=group_by_length
+                    feats.lengths, batch_size=batch_size, seed=seed, epoch=epoch, group_by_length=group_by_length
                 )
-            rows = lengths[orders[epoch][lo : lo + size]]
-            real += int(rows.sum())
-            padded += int(rows.max()) * len(rows)
-    return {
-        "mean_batch_width": padded / max(1, sum(s for st in plan[warmup:] for *_, s in st)),
-        "real": real,
-        "padded": padded,
-    }
+            batches.append(feats.lengths[orders[epoch][lo : lo + size]])
+    return batches
+
+
+def our_padding(feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int, group_by_length: bool) -> dict:
+    """Real and padded tokens of our timed batches (dynamic padding: each batch padded to its longest window)."""
+    batches = our_timed_batches(feats, plan, warmup, batch_size=batch_size, seed=seed, group_by_length=group_by_length)
+    real = sum(int(rows.sum()) for rows in batches)
+    padded = sum(int(rows.max()) * len(rows) for rows in batches)
+    return {"mean_batch_width": padded / max(1, sum(len(rows) for rows in batches)), "real": real, "padded": padded}
 
 
 def _rate(stamps: dict[int, float], steps: int, warmup: int, n_timed: int) -> dict:
@@ -292,19 +295,6 @@ class _OurOrderSampler(torch.utils.data.Sampler):
         return iter(order.tolist())
 
 
-def our_batch_widths(feats: QAFeatures, plan, warmup: int, *, batch_size: int, seed: int) -> list[int]:
-    """The padded width of each timed micro-batch of our length-grouped loop, in training order."""
-    widths, orders = [], {}
-    for step in plan[warmup:]:
-        for epoch, lo, size in step:
-            if epoch not in orders:
-                orders[epoch] = epoch_order(
-                    feats.lengths, batch_size=batch_size, seed=seed, epoch=epoch, group_by_length=True
-                )
-            widths.append(int(feats.lengths[orders[epoch][lo : lo + size]].max()))
-    return widths
-
-
 def _length_grouping(arguments_class: type, on: bool) -> dict[str, Any]:
     """The Trainer's length-grouped sampler: ``train_sampling_strategy`` in transformers 5, ``group_by_length``
     before."""
@@ -343,9 +333,9 @@ def bench_trainer(
 
     if variant not in ("fair", "our_batches", "padded"):
         raise ValueError(f"unknown Trainer variant {variant!r}")
-    fair = variant != "padded"  # dynamic padding
-    collator = _CountingCollator(load_tokenizer(model_name)) if fair else None
-    dataset = _Windows(feats) if fair else _PaddedWindows(feats, args.max_length)
+    dynamic_padding = variant != "padded"
+    collator = _CountingCollator(load_tokenizer(model_name)) if dynamic_padding else None
+    dataset = _Windows(feats) if dynamic_padding else _PaddedWindows(feats, args.max_length)
     if args.threads:
         torch.set_num_threads(args.threads)
     with quiet_transformers():
@@ -381,7 +371,7 @@ def bench_trainer(
             model=model,
             args=targs,
             train_dataset=dataset,
-            data_collator=collator if fair else default_data_collator,
+            data_collator=collator if dynamic_padding else default_data_collator,
             callbacks=[StepTimer()],
         )
         for cb in (PrinterCallback, ProgressCallback):
@@ -391,11 +381,11 @@ def bench_trainer(
         call_seconds = time.perf_counter() - t0
     plan = step_micro_batches(len(feats), args.batch_size, args.grad_accum, args.steps)
     n_timed = timed_features(plan, args.warmup)
-    if fair:  # the micro-batches of the timed steps, as the collator saw them
+    if dynamic_padding:  # the micro-batches of the timed steps, as the collator saw them
         timed = collator.batches[args.warmup * args.grad_accum : args.steps * args.grad_accum]
         if variant == "our_batches":  # the sampler must have handed the Trainer exactly our batches
-            ours = our_batch_widths(feats, plan, args.warmup, batch_size=args.batch_size, seed=0)
-            if [b[2] for b in timed] != ours:
+            ours = our_timed_batches(feats, plan, args.warmup, batch_size=args.batch_size, seed=0, group_by_length=True)
+            if [b[2] for b in timed] != [int(rows.max()) for rows in ours]:
                 raise RuntimeError("the Trainer's timed batches are not ours: their widths differ")
         pad_fraction = 1 - sum(b[0] for b in timed) / sum(b[1] for b in timed)
         width = float(np.mean([b[2] for b in timed]))
@@ -408,7 +398,7 @@ def bench_trainer(
             "padded": "HF Trainer (padded to max_length)",
         }[variant],
         "loop": {"fair": "trainer_fair", "our_batches": "trainer_our_batches", "padded": "trainer"}[variant],
-        "group_by_length": fair,
+        "group_by_length": dynamic_padding,  # our_batches: our length-grouped order
         **_rate(stamps, args.steps, args.warmup, n_timed),
         "timed_features": n_timed,
         "pad_fraction": pad_fraction,
