@@ -11,6 +11,8 @@ from typing import Any
 import jsonschema
 import yaml
 
+from spurious.core import registry
+
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 DERIVED_SPLITS = ("train", "validation")
 
@@ -97,7 +99,9 @@ def load_schema(path: str | os.PathLike | None = None) -> dict[str, Any]:
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | None = None) -> dict[str, Any]:
     """Return a validated copy of ``config`` with schema defaults filled in.
 
-    Raises ConfigError naming the offending key (all errors, most specific first)."""
+    Raises ConfigError naming the offending key (all errors, most specific first). The papers' own sections are
+    checked by the functions they registered (:mod:`spurious.core.registry`; SpuriousBench's fills in defaults too).
+    """
     cfg = copy.deepcopy(dict(config))
     validator = _DefaultFillingValidator(load_schema(schema_path))
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (-len(e.absolute_path), _key_path(e)))
@@ -322,13 +326,13 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
             problems.append(f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA")
     lexical = cfg.get("lexical")
     for name, spec in (lexical or {}).get("datasets", {}).items():
-        problems += _classification_dataset_problems(
+        problems += classification_dataset_problems(
             cfg, task, f"lexical.datasets.{name}", name, spec, ("train", "test"), "the lexical track"
         )
     text = (cfg.get("aflite") or {}).get("text")
     for name, spec in (text or {}).get("datasets", {}).items():
         key = f"aflite.text.datasets.{name}"
-        problems += _classification_dataset_problems(
+        problems += classification_dataset_problems(
             cfg, task, key, name, spec, ("train", "dev"), "the AFLite text track"
         )
         if name not in task:
@@ -341,7 +345,8 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         if n is not None and n <= spec["filter"]["t"]:
             problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
     problems += _aflite_ood_problems(cfg, task)
-    problems += _spuriousbench_problems(cfg, task)
+    for check in registry.config_checks().values():  # the papers' sections (SpuriousBench's)
+        problems += check(cfg, task)
     # only SpuriousBench's training passes a dev set to select the best checkpoint on
     trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
     trainings += [(f"aflite.text.models.{m}", spec) for m, spec in ((text or {}).get("models") or {}).items()]
@@ -378,7 +383,7 @@ def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> lis
     return problems
 
 
-def _classification_dataset_problems(
+def classification_dataset_problems(
     cfg: Mapping[str, Any],
     task: Mapping[str, str],
     key: str,
@@ -399,48 +404,5 @@ def _classification_dataset_problems(
             problems.append(
                 f"config key '{key}.{split}': dataset {name!r} has no split {spec[split]!r}; "
                 f"available: {sorted(available_splits(cfg, name))}"
-            )
-    return problems
-
-
-def _spuriousbench_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> list[str]:
-    """Datasets and splits exist, features belong to the builder's Table 1 subset; fills in the paper's sizes and
-    the builder's features where the config leaves them out."""
-    from spurious.spuriousbench import construction as sb
-
-    bench = cfg.get("spuriousbench")
-    if not bench:
-        return []
-    problems = []
-    subsets = {"sst2": sb.SST2_FEATURES, "mnli": sb.MNLI_FEATURES}
-    for name, spec in bench["datasets"].items():
-        key = f"spuriousbench.datasets.{name}"
-        builder = spec["builder"]
-        spec.setdefault("train_size", sb.PAPER_SIZES[builder]["train"])
-        spec.setdefault("dev_size", sb.PAPER_SIZES[builder]["dev"])
-        spec.setdefault("features", list(subsets[builder]))
-        source = spec.get("source") or name
-        problems += _classification_dataset_problems(cfg, task, key, source, spec, ("train", "test"), "SpuriousBench")
-        unknown_models = [m for m in spec.get("models") or [] if m not in bench["models"]]
-        if unknown_models:
-            problems.append(
-                f"config key '{key}.models': {unknown_models} are not spuriousbench.models; declared: "
-                f"{sorted(bench['models'])}"
-            )
-        if source not in task:
-            continue
-        for size in ("train_size", "dev_size", "test_size"):
-            if spec[size] is not None and spec[size] % 2:
-                problems.append(f"config key '{key}.{size}': must be even (labels are balanced), got {spec[size]}")
-        if spec["train_features"] is None:
-            spec["train_features"] = list(spec["features"])
-        not_built = [f for f in spec["train_features"] if f not in spec["features"]]
-        if not_built:
-            problems.append(f"config key '{key}.train_features': {not_built} are not in {key}.features (not built)")
-        unknown = [f for f in spec["features"] if f not in subsets[builder]]
-        if unknown:
-            problems.append(
-                f"config key '{key}.features': {unknown} are not in Table 1's {builder} subset; known: "
-                f"{', '.join(subsets[builder])}"
             )
     return problems

@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from spurious.core import registry
+
 log = logging.getLogger(__name__)
 
 EMBEDDED_PREFIX = "embedded:"
@@ -104,8 +106,7 @@ def load_config(name_or_path: str | os.PathLike) -> Any:
     """The ``transformers`` config of a checkpoint (architecture, hidden size, vocabulary size)."""
     from transformers import AutoConfig
 
-    from spurious.thinktwice import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
-
+    registry.load_model_types()  # the model types papers add (Think Twice's overlap bias model)
     with quiet_transformers():
         return AutoConfig.from_pretrained(resolve_model(name_or_path))
 
@@ -120,8 +121,7 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
     """
     from transformers import AutoModelForQuestionAnswering
 
-    from spurious.thinktwice import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
-
+    registry.load_model_types()  # the model types papers add (Think Twice's overlap bias model)
     if from_scratch:
         config = load_config(name_or_path)
         log.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)

@@ -16,6 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core import registry
 from spurious.core.data import sample_questions
 from spurious.core.engine import (
     TrainState,
@@ -88,23 +89,25 @@ def _fingerprint(
     return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()[:16]
 
 
-INIT_MODES = ("pretrained", "scratch", "overlap")
+#: The inits core knows; papers register more (Think Twice: ``overlap``) with :mod:`spurious.core.registry`.
+INIT_MODES = ("pretrained", "scratch")
 
 
 def _initial_model(model_name_or_path: str, init: str | None) -> Any:
-    """The model training starts from: the checkpoint's weights, or (``scratch``) fresh weights of its architecture.
+    """The model training starts from: the checkpoint's weights, (``scratch``) fresh weights of its architecture, or
+    a model a paper's registered init builds from the checkpoint.
 
     Scratch weights are drawn from torch's global RNG, which ``train_qa`` seeds first, so they are reproducible.
     """
     if init in (None, "pretrained"):
         return load_qa_model(model_name_or_path)
-    if init == "overlap":  # the lexical-overlap bias model on the checkpoint's frozen embeddings (spurious.thinktwice.overlap_qa)
-        from spurious.thinktwice.overlap_qa import from_checkpoint
-
-        return from_checkpoint(model_name_or_path)
-    if init != "scratch":
-        raise ValueError(f"train_qa: unknown init {init!r}; known: {', '.join(INIT_MODES)}")
-    return load_qa_model(model_name_or_path, from_scratch=True)
+    if init == "scratch":
+        return load_qa_model(model_name_or_path, from_scratch=True)
+    build = registry.qa_init(init)
+    if build is None:
+        known = ", ".join((*INIT_MODES, *registry.qa_inits()))
+        raise ValueError(f"train_qa: unknown init {init!r}; known: {known}")
+    return build(model_name_or_path)
 
 
 TRAINABLE = ("all", "head")
@@ -321,8 +324,9 @@ def train_qa(
     * ``extra_validation``: frames whose plain validation loss is recorded at every evaluation, e.g. OOD sets
       (``validation_curves`` in the summary, the main one under ``"validation"``); ``eval_max_examples`` applies.
     * ``init``: ``"pretrained"`` (or None, the default) starts from the checkpoint's weights; ``"scratch"`` from
-      randomly initialised weights of its architecture (the paper's bias models; App. B.2.1); ``"overlap"`` trains
-      the lexical-overlap bias model of :mod:`spurious.thinktwice.overlap_qa` on the checkpoint's frozen word embeddings.
+      randomly initialised weights of its architecture (the paper's bias models; App. B.2.1); any other name is an
+      init a paper registered (:mod:`spurious.core.registry`): Think Twice's ``"overlap"`` trains its lexical-overlap
+      bias model on the checkpoint's frozen word embeddings.
     * ``trainable``: ``"all"`` (default) or ``"head"``: only the span-prediction head (``qa_outputs``) is trained, the
       encoder stays as initialised (a restricted bias model that a CPU can afford).
     """

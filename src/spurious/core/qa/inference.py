@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core import registry
 from spurious.core.logits import features_fingerprint, write_feature_logits
 from spurious.core.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
 from spurious.core.qa.features import (
@@ -202,8 +203,7 @@ def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
     """Load a QA model that must already have a trained QA head: a freshly initialised one would give random logits."""
     from transformers import AutoModelForQuestionAnswering
 
-    from spurious.thinktwice import overlap_qa  # noqa: F401  (registers the overlap bias model's type)
-
+    registry.load_model_types()  # a bias model may be of a type a paper adds (Think Twice's overlap model)
     with quiet_transformers():
         model, info = AutoModelForQuestionAnswering.from_pretrained(resolve_model(model_dir), output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
