@@ -9,6 +9,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from spurious.core import tables
 from spurious.core.io import write_json
 from spurious.thinktwice import paper_values, report
 
@@ -235,7 +236,13 @@ def test_thresholds_table_worse_group_inferred() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# write_table / format_markdown
+# write_table / format_markdown (spurious.core.tables, importable from the report as before)
+
+
+def test_the_table_helpers_are_cores() -> None:
+    assert report.write_table is tables.write_table and report.format_markdown is tables.format_markdown
+    assert report.fixed_decimals is tables.fixed_decimals and report.NA_TEXT == tables.NA_TEXT == "–"
+    assert [tables.fixed_decimals(v, 1) for v in (-0.04, 1.25, None, float("nan"))] == ["0.0", "1.2", "–", "–"]
 
 
 def test_write_table_csv_and_markdown(tmp_path: Path, results: list[dict]) -> None:
@@ -279,7 +286,7 @@ def test_write_table_atomic_on_error(tmp_path: Path, results: list[dict], monkey
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
-    monkeypatch.setattr(report, "format_markdown", boom)
+    monkeypatch.setattr(tables, "format_markdown", boom)  # write_table lives in core.tables (report re-exports it)
     with pytest.raises(RuntimeError, match="disk full"):
         report.write_table(df, csv, md)
     assert not md.exists()

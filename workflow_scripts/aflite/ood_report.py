@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
 from spurious.core import io, runlog
-from spurious.thinktwice.report import write_table
+from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

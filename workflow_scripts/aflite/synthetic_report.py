@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import synthetic as aflite_synthetic
 from spurious.core import io, runlog
-from spurious.thinktwice import report
+from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -16,6 +16,6 @@ table.attrs["caption"] = (
     "Table 7: dev accuracy (%) of SVM-RBF and logistic regression on the synthetic datasets before (D) and after "
     "AFLite, mean and standard deviation over seeds; the paper's means beside ours."
 )
-report.write_table(table, snakemake.output.table_csv, snakemake.output.table_md)
+write_table(table, snakemake.output.table_csv, snakemake.output.table_md)
 log.info("Table 7:\n%s", table.to_string())
 aflite_synthetic.figure2(runs, snakemake.output.figure_png, snakemake.output.figure_svg)

@@ -6,7 +6,7 @@ import pandas as pd
 
 from spurious.aflite import report as aflite_text_report
 from spurious.core import io, runlog
-from spurious.thinktwice import report
+from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -25,8 +25,8 @@ for key, path in files.items():
                  s["n_pool_kept"], s["n_pool"], s["n_dev_kept"], s["n_dev"], s["n_iterations"], s["stopped"])
 tables = aflite_text_report.text_table(metrics, snakemake.params.paper_names)
 # the paper prints accuracies at one decimal; the size rows are whole numbers
-report.write_table(tables, out.tables_csv, out.tables_md, digits=1, whole_rows=aflite_text_report.size_rows(tables))
+write_table(tables, out.tables_csv, out.tables_md, digits=1, whole_rows=aflite_text_report.size_rows(tables))
 log.info("Tables 3-4:\n%s", tables.to_string())
 matrix = aflite_text_report.accuracy_matrix(metrics)
-report.write_table(matrix, out.accuracy_csv, out.accuracy_md, digits=1)
+write_table(matrix, out.accuracy_csv, out.accuracy_md, digits=1)
 aflite_text_report.iterations_figure(iterations, out.iterations_png, out.iterations_svg)

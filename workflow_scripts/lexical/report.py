@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 
 from spurious.core import io, runlog
+from spurious.core.tables import write_table
 from spurious.lexical import report as lexical_report
-from spurious.thinktwice import report
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -31,6 +31,6 @@ tables = {
 }
 for name, table in tables.items():
     # Err values need three decimals
-    report.write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=3)
+    write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=3)
     log.info("%s:\n%s", name, table.to_string(max_colwidth=60))
 lexical_report.figure2(balances, snakemake.output.figure2_png, snakemake.output.figure2_svg)

@@ -3,8 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io, runlog
+from spurious.core.tables import write_table
 from spurious.spuriousbench import report as rep
-from spurious.thinktwice import report
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -41,7 +41,7 @@ tables = {
     "sizes": rep.sizes_table(sizes),
 }
 for name, table in tables.items():
-    report.write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=rep.DIGITS)
+    write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=rep.DIGITS)
     log.info("%s:\n%s", name, table.to_string(max_colwidth=40))
 for line in rep.summary_lines(metrics):
     log.info("%s", line)

@@ -18,7 +18,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.core.io import atomic_path
-from spurious.thinktwice.report import fixed_decimals
+from spurious.core.tables import fixed_decimals
 
 # Table 1: |D|, number of features, |Y|, Err(uniform), Err(q).
 PAPER_TABLE1: dict[str, tuple[int, int, int, float, float]] = {
