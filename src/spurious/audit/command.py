@@ -53,7 +53,7 @@ def _mirror_file(relative: str) -> Path:
 
 def read_qa(path: str | os.PathLike, on_invalid: str = "error") -> pd.DataFrame:
     """A QA file: the workflow's normalised parquet, or SQuAD JSON / flat records (validated as the CLI does)."""
-    from spurious.cli import CLIError, load_data
+    from spurious.core.inputs import InputError, load_data
 
     if str(path).endswith(".parquet"):
         from spurious.core.data import read_qa_parquet
@@ -61,20 +61,20 @@ def read_qa(path: str | os.PathLike, on_invalid: str = "error") -> pd.DataFrame:
         return read_qa_parquet(path)
     try:
         return load_data(path, on_invalid=on_invalid)[0]
-    except CLIError as exc:
+    except InputError as exc:
         raise AuditInputError(str(exc)) from None
 
 
 def load_classification(path: str | os.PathLike, label_names: list[str] | None) -> pd.DataFrame:
     """A classification file (the workflow's normalised parquet, a hub parquet export or a GLUE TSV), validated as
     the CLI does; ``label_names`` names the labels in index order."""
-    from spurious.cli import CLIError, load_classification_file
+    from spurious.core.inputs import InputError, load_classification_file
 
     args = argparse.Namespace(text_columns=None, label_column=None,
                               label_names=",".join(label_names) if label_names else None)
     try:
         frame = load_classification_file(path, args)
-    except CLIError as exc:
+    except InputError as exc:
         raise AuditInputError(str(exc)) from None
     if len(frame) == 0:
         raise AuditInputError(
@@ -191,7 +191,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from spurious.cli import CLIError
+    from spurious.core.inputs import InputError  # the CLI's CLIError: one line on stderr, exit status 2
 
     def progress(message: str) -> None:
         print(f"spurious audit: {message}", file=sys.stderr, flush=True)
@@ -205,5 +205,5 @@ def cmd_audit(args: argparse.Namespace) -> int:
             bias_settings={"sample_size": args.sample_size, "iterations": args.iterations},
         )
     except AuditInputError as exc:
-        raise CLIError(str(exc)) from None
+        raise InputError(str(exc)) from None
     return 0
