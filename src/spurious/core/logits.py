@@ -23,7 +23,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -32,9 +32,23 @@ from spurious.core.io import atomic_path, write_json
 if TYPE_CHECKING:
     import torch
 
-    from spurious.core.qa import QAFeatures
-
 FORMAT_VERSION = 1
+
+
+class FeatureWindows(Protocol):
+    """What a fingerprint reads of a feature set: ``spurious.core.qa.QAFeatures`` is one. A protocol rather than that
+    class, because ``core.qa`` stores and reads logits through this module and must not be imported back by it."""
+
+    input_ids: list[np.ndarray]
+    example_index: np.ndarray
+    example_ids: list[str]
+    pad_on_right: bool
+    max_length: int | None
+    stride: int | None
+    tokenizer_name: str | None
+    vocab_size: int | None
+
+    def __len__(self) -> int: ...
 
 
 def ids_sha256(ids: Sequence[str]) -> str:
@@ -43,7 +57,7 @@ def ids_sha256(ids: Sequence[str]) -> str:
 
 
 def features_fingerprint(
-    features: QAFeatures,
+    features: FeatureWindows,
     *,
     tokenizer_name: str | None = None,
     max_length: int | None = None,
