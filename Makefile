@@ -109,6 +109,7 @@ lint: install-dev
 	$(BIN)/ruff check src tests benchmarks workflow_scripts
 	$(BIN)/snakefmt --check Snakefile rules
 	$(BIN)/snakemake --lint --cores 1
+	$(BIN)/lint-imports
 
 # One pytest-xdist worker per core, each test file whole on one worker (its tiny workflow run is built once); each
 # worker keeps to one core (tests/conftest.py). `make unit CORES=0` runs in one process.
