@@ -90,12 +90,23 @@ CONTRACT_NAMES = {
     "spurious.core.io": "atomic_path write_json write_parquet",
     "spurious.core.metrics": "normalize_answer exact_match f1_score score_predictions evaluate",
     "spurious.core.resources": "load_spacy english_stopwords",
-    "spurious.core.models": "resolve_model load_tokenizer load_qa_model",
+    "spurious.core.models": "resolve_model load_tokenizer load_qa_model load_config",
     "spurious.core.qa": (
         "DEFAULT_SETTINGS resolve_settings train_qa predict_qa training_features infer_feature_logits qa_loss "
-        "segment_gap_selection"
+        "segment_gap_selection INIT_MODES"
     ),
-    "spurious.core.logits": "features_fingerprint write_feature_logits load_feature_logits align_to_batch",
+    "spurious.core.logits": (
+        "features_fingerprint FeatureWindows write_feature_logits load_feature_logits align_to_batch"
+    ),
+    "spurious.core.registry": (
+        "register_model_type load_model_types model_types register_qa_init qa_init qa_inits "
+        "register_config_check config_checks"
+    ),
+    "spurious.core.tables": "write_table format_markdown fixed_decimals NA_TEXT",
+    "spurious.core.inputs": (
+        "load_data load_predictions load_classification_file load_classification_predictions "
+        "PREDICTION_FORMATS InputError"
+    ),
     "spurious.core.training": (
         "epoch_order latest_checkpoint PreemptionGuard TrainingPreempted pick_device use_bf16 seed_everything "
         "param_groups save_model_dir"
@@ -133,6 +144,7 @@ CONTRACT_NAMES = {
         "spurious_gap sst2_pools mnli_pools build_suite balance_supporting_counter write_split read_split"
     ),
     "spurious.spuriousbench.report": "gap_table category_table sizes_table figure1 figure2 summary_lines",
+    "spurious.spuriousbench.config": "config_problems",
     "spurious.aflite.filtering": (
         "fit_logistic_batched predictability_scores Scores select_greedy select_sample aflite AFLiteResult"
     ),
