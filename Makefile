@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test lint unit bench clean
+.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -117,6 +117,12 @@ unit: install-dev
 	$(BIN)/pytest -q -n $(CORES) --dist loadfile --no-loadscope-reorder
 
 test: lint unit
+
+# The shipped SLURM profile on a real one-node cluster (Debian's slurm-wlm and munge, installed as root when missing):
+# the tiny workflow, a cancelled and resumed training job, the group jobs' requests, a request no node can meet and
+# the paper config's plan; daemons stopped by PID; a hard 6-minute limit (tests/slurm/run.sh).
+test-slurm: install-dev
+	bash tests/slurm/run.sh
 
 bench: install-dev
 	$(BIN)/python benchmarks/bench_heuristics.py

@@ -8,6 +8,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from spurious.core.config import validate_config
+from spurious.core.slurm import check_workflow, is_slurm_run
 
 min_version("9.27")
 
@@ -62,6 +63,14 @@ include: "rules/report.smk"
 
 
 report: "report/workflow.rst"
+
+
+# Under the slurm executor, before the first submission: every job's CPUs, memory, GPUs and runtime against the
+# largest node of its partition (sinfo). SLURM keeps a request no node can meet PENDING forever; this fails at once,
+# naming the rule and the profile setting to change (spurious.core.slurm, docs/slurm.md).
+onstart:
+    if is_slurm_run(workflow):
+        check_workflow(workflow)
 
 
 rule all:

@@ -16,6 +16,10 @@ rule bias:
         "results/benchmarks/bias/{run}/{dataset}_{split}_{heuristic}.tsv"
     conda:
         "../envs/spurious.yaml"
+    threads: 1
+    resources:
+        mem_mb=BIAS_SEARCH_MEM_MB,
+        runtime=BIAS_SEARCH_RUNTIME,
     params:
         sample_size=config["bias"]["sample_size"],
         iterations=config["bias"]["iterations"],
@@ -40,6 +44,10 @@ rule human_bias:
         "results/logs/bias/human/{dataset}_{split}_{heuristic}.log",
     conda:
         "../envs/spurious.yaml"
+    threads: 1
+    resources:
+        mem_mb=BIAS_SEARCH_MEM_MB,
+        runtime=BIAS_SEARCH_RUNTIME,
     script:
         "../workflow_scripts/thinktwice/human_bias.py"
 

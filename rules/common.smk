@@ -78,3 +78,11 @@ def prediction_settings(settings, keys):
 
 
 CLASSIFIER_PREDICTION_KEYS = ("eval_batch_size", "max_length", "device", "bf16")
+
+
+# One threshold search (rules bias, human_bias, bias_fixed_threshold): seconds of one core on a few thousand rows
+# (a Python process with pandas and numpy, about 0.3 GB resident). On SLURM the searches of one run form a group
+# job, which asks for these times the searches that run at once (at most the profile's `cores`, 8) and for the sum
+# of the runtimes of its layers (docs/slurm.md).
+BIAS_SEARCH_MEM_MB = 2000
+BIAS_SEARCH_RUNTIME = 15

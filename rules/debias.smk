@@ -260,6 +260,10 @@ rule bias_fixed_threshold:
         run=MODEL_RUN,
     conda:
         "../envs/spurious.yaml"
+    threads: 1
+    resources:
+        mem_mb=BIAS_SEARCH_MEM_MB,
+        runtime=BIAS_SEARCH_RUNTIME,
     params:
         sample_size=config["bias"]["sample_size"],
         iterations=config["bias"]["iterations"],

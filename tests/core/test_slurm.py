@@ -1,0 +1,78 @@
+"""The SLURM start-up check's pure parts: sinfo parsing and the verdict on a request (the real cluster: tests/slurm)."""
+
+from __future__ import annotations
+
+from spurious.core.slurm import Node, Request, _gpus, _minutes, check_requests, parse_sinfo, unmet
+
+# `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` of a small cluster: two CPU nodes, one with 4 A100s in a 2-day partition.
+SINFO = """\
+c1|cpu*|32|192000|(null)|infinite
+c2|cpu*|64|256000|(null)|infinite
+g1|gpu|48|512000|gpu:a100:4(S:0-1)|2-00:00:00
+"""
+
+
+def _request(**kw) -> Request:
+    base = dict(label="rule train (model=m, seed=0)", rules=("train",), partition="gpu", cpus=8, mem_mb=32000,
+                gpus=1, runtime_min=720)
+    return Request(**(base | kw))
+
+
+def test_sinfo_lines_become_nodes_with_their_partition_limits():
+    nodes = parse_sinfo(SINFO)
+    assert [(n.name, n.partition, n.cpus, n.mem_mb, n.gpus, n.time_limit_min) for n in nodes] == [
+        ("c1", "cpu", 32, 192000, 0, None),
+        ("c2", "cpu", 64, 256000, 0, None),
+        ("g1", "gpu", 48, 512000, 4, 2880),
+    ]
+    assert [n.default_partition for n in nodes] == [True, True, False]
+
+
+def test_time_limits_and_gres_strings():
+    assert _minutes("1-12:30:00") == 36 * 60 + 30
+    assert _minutes("45") == 45 and _minutes("10:30") == 10 and _minutes("infinite") is None
+    assert _gpus("gpu:2") == 2 and _gpus("gpu:h100:8(S:0-1),tmpfs:1") == 8 and _gpus("(null)") == 0
+
+
+def test_a_request_that_fits_one_node_passes():
+    nodes = parse_sinfo(SINFO)
+    assert unmet(_request(), nodes) is None
+    assert unmet(_request(partition=None, gpus=0, cpus=64, mem_mb=256000, runtime_min=None), nodes) is None
+
+
+def test_too_many_cpus_names_the_rule_the_request_the_largest_node_and_the_setting():
+    msg = unmet(_request(cpus=96), parse_sinfo(SINFO))
+    assert msg.startswith("rule train (model=m, seed=0) asks for 96 CPUs, 32000 MB, 1 GPUs, 720 min in gpu")
+    assert "(CPUs)" in msg and "the largest node of partition 'gpu', g1, has 48 CPUs, 512000 MB and 4 GPUs" in msg
+    assert "with a 2880 min limit" in msg and "PENDING forever" in msg
+    assert "set-threads: train (or set-resources: train: cpus_per_gpu / cpus_per_task)" in msg
+
+
+def test_each_short_dimension_is_named_with_its_setting():
+    nodes = parse_sinfo(SINFO)
+    assert "(GPUs)" in unmet(_request(gpus=8), nodes) and "set-resources: train: gpu" in unmet(_request(gpus=8), nodes)
+    assert "(time)" in unmet(_request(runtime_min=3000), nodes)
+    msg = unmet(_request(partition=None, gpus=0, mem_mb=300000), nodes)  # the default partition: cpu
+    assert "(memory)" in msg and "partition 'cpu', c2" in msg and "set-resources: train: mem_mb" in msg
+    # a GPU on a partition without any
+    assert "(GPUs)" in unmet(_request(partition="cpu"), nodes)
+
+
+def test_no_single_node_with_everything_at_once():
+    # one node has the CPUs, the other the memory: no node has both, and the largest (by CPUs) lacks the memory
+    nodes = [Node("a", "p", 64, 1000, 0, None, True), Node("b", "p", 2, 500000, 0, None, True)]
+    msg = unmet(_request(partition="p", gpus=0, cpus=32, mem_mb=400000), nodes)
+    assert "more than any node there can give (memory)" in msg and "node of partition 'p', a, has 64 CPUs" in msg
+
+
+def test_an_unknown_partition_lists_the_known_ones():
+    msg = unmet(_request(partition="a100"), parse_sinfo(SINFO))
+    assert "partition 'a100', which this cluster does not have (partitions: cpu, gpu)" in msg
+
+
+def test_group_advice_points_at_the_group_width():
+    group = _request(label="group bias_m/seed0 (28 jobs of rule bias)", rules=("bias",), partition="cpu", gpus=0,
+                     cpus=8, mem_mb=400000, group="bias_m/seed0", members=28)
+    msg = unmet(group, parse_sinfo(SINFO))
+    assert "lower `cores`" in msg and "BIAS_SEARCH_MEM_MB" in msg
+    assert check_requests([group, _request()], parse_sinfo(SINFO)) == [msg]

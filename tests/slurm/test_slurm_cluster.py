@@ -1,0 +1,186 @@
+"""The shipped SLURM profile on a real one-node cluster (tests/slurm/cluster.sh, started by `make test-slurm`).
+
+The tiny workflow of tests/core/test_workflow.py runs through `--workflow-profile profiles/slurm` unchanged; the only
+test-only flags are the status command and the status-check interval (TEST_ONLY_FLAGS: the cluster has no accounting
+database, so `squeue` instead of `sacct`, and a 2 s first check instead of 40 s). While it runs, its training job is
+cancelled with `scancel` once it has saved a checkpoint: the failure must be reported with SLURM's state and the
+retry (the profile's `retries: 1`) must resume from that checkpoint. Then: each group job's request as SLURM recorded
+it, a deliberately oversized request failing before any submission, and the paper config's planned group jobs.
+
+Skipped unless SPURIOUS_SLURM_CLUSTER names a running cluster's folder (tests/slurm/run.sh sets it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from tests.conftest import REPO
+from tests.core.test_workflow import _env, tiny_config
+
+CLUSTER = os.environ.get("SPURIOUS_SLURM_CLUSTER")
+pytestmark = pytest.mark.skipif(not CLUSTER, reason="no SLURM cluster: run `make test-slurm` (tests/slurm/run.sh)")
+
+PROFILE = REPO / "profiles" / "slurm"
+# The only flags this test adds to the profile: how job states are read on a cluster without slurmdbd.
+TEST_ONLY_FLAGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2")
+RUN_LIMIT_S = 270  # the workflow run, cancellation and retry included; tests/slurm/run.sh caps the whole at 6 min
+SEARCH_MEM_MB = int(re.search(r"^BIAS_SEARCH_MEM_MB = (\d+)$", (REPO / "rules/common.smk").read_text(), re.M).group(1))
+PROFILE_CORES = yaml.safe_load((PROFILE / "config.yaml").read_text())["cores"]
+
+
+def _snakemake_cmd(work: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
+            "--workflow-profile", str(PROFILE), *TEST_ONLY_FLAGS, *args]
+
+
+def _run(cmd: list[str], timeout: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    """A snakemake run in its own session, killed with all its children when it overruns."""
+    proc = subprocess.Popen(cmd, env=env or _env(), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        raise AssertionError(f"{' '.join(cmd)} hung for {timeout} s:\n{out[-4000:]}") from None
+    return subprocess.CompletedProcess(cmd, proc.returncode, out, "")
+
+
+def _jobs() -> list[dict[str, str]]:
+    """Every job slurmctld still holds (MinJobAge=300 s after it ended), from `scontrol show job -o`."""
+    out = subprocess.run(["scontrol", "show", "job", "-o"], capture_output=True, text=True, timeout=30).stdout
+    jobs = []
+    for line in out.splitlines():
+        if line.startswith("JobId="):
+            jobs.append(dict(m.groups() for m in re.finditer(r"(\w[\w/:]*)=(\S*)", line)))
+    return jobs
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory):
+    work = tmp_path_factory.mktemp("slurm_tiny")
+    cfg = tiny_config(work, max_steps=16, checkpoint_every=4, eval_every=None)
+    config = yaml.safe_load(cfg.read_text())
+    config["segments"] = []  # the split step may fail by design on the tiny model (tests/core/test_workflow.py)
+    cfg.write_text(yaml.safe_dump(config, sort_keys=False))
+    jobs_before = {j["JobId"] for j in _jobs()}
+    log_path = work / "snakemake.out"
+    ckpt_root = work / "results" / "_checkpoints" / "minilm" / "seed0"
+    started = time.time()
+    with open(log_path, "w") as log:
+        proc = subprocess.Popen(_snakemake_cmd(work, "--configfile", str(cfg)), env=_env(), stdout=log,
+                                stderr=subprocess.STDOUT, start_new_session=True)
+    cancelled = None
+    try:
+        # Cancel the training job once it has written a checkpoint, as a preemption or `scancel` would.
+        while cancelled is None and time.time() - started < RUN_LIMIT_S:
+            assert proc.poll() is None, f"the run ended before its training was cancelled:\n{log_path.read_text()[-4000:]}"
+            running = [j for j in _jobs() if j["JobState"] == "RUNNING" and j.get("Comment", "").startswith("rule_train_")]
+            if running and any(ckpt_root.rglob("state.json")):
+                cancelled = running[0]["JobId"]
+                subprocess.run(["scancel", cancelled], check=True, timeout=30)
+            time.sleep(0.5)
+        assert cancelled is not None, "no checkpoint of a running training job to cancel"
+        proc.wait(timeout=max(1, RUN_LIMIT_S - (time.time() - started)))
+    except subprocess.TimeoutExpired:
+        raise AssertionError(f"the SLURM run hung past {RUN_LIMIT_S} s:\n{log_path.read_text()[-6000:]}") from None
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    jobs = [j for j in _jobs() if j["JobId"] not in jobs_before]
+    return {"work": work, "cfg": cfg, "log": log_path.read_text(), "returncode": proc.returncode,
+            "cancelled": cancelled, "jobs": jobs}
+
+
+def test_the_tiny_workflow_completes_through_the_profile(cluster_run):
+    assert cluster_run["returncode"] == 0, cluster_run["log"][-6000:]
+    res = cluster_run["work"] / "results"
+    for name in ("bias_table.csv", "bias_table.md", "thresholds.csv", "scores.csv", "figure2.png", "figure2.svg"):
+        assert (res / "report" / name).stat().st_size > 0, name
+    for run in ("minilm/seed0", "human/annotator0", "human/annotator1", "human/annotator2", "human"):
+        assert len(list((res / "bias" / run / "squad" / "validation").glob("*.json"))) == 7, run
+    assert (res / "predictions/minilm/seed0/squad/validation.parquet").exists()
+    # Every submitted job, as SLURM recorded it: all COMPLETED, but the one cancelled on purpose.
+    states = {j["JobId"]: j["JobState"] for j in cluster_run["jobs"]}
+    assert states.pop(cluster_run["cancelled"]) == "CANCELLED"
+    assert states and set(states.values()) == {"COMPLETED"}, states
+    rules = {j["Comment"].split("_wildcards_")[0] for j in cluster_run["jobs"]}
+    assert {"rule_derive_splits", "rule_heuristics", "rule_train", "rule_predict", "rule_human_predictions"} <= rules
+
+
+def test_a_cancelled_training_is_reported_with_its_state_and_resumes(cluster_run):
+    log, job = cluster_run["log"], cluster_run["cancelled"]
+    assert f"SLURM-job '{job}' failed, SLURM status is: 'CANCELLED'" in log, log[-6000:]
+    assert "Trying to restart job" in log
+    train = [j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")]
+    assert [j["JobState"] for j in sorted(train, key=lambda j: int(j["JobId"]))] == ["CANCELLED", "COMPLETED"]
+    summary = json.loads((cluster_run["work"] / "results/models/minilm/seed0/training.json").read_text())
+    assert summary["steps"] == 16
+    # scancel's SIGTERM reaches the training process, which saves a checkpoint where it stands (TrainingPreempted);
+    # the job was cancelled after the step-4 checkpoint at the earliest
+    step = summary["resumed_from_step"]
+    assert 4 <= step < 16, summary
+    log = (cluster_run["work"] / "results/logs/train/minilm_seed0.log").read_text()
+    assert f"(step {step}/16)" in log and "resuming from" in log
+
+
+def test_group_jobs_ask_for_what_their_members_need(cluster_run):
+    groups = [j for j in cluster_run["jobs"] if "/group_" in j.get("StdOut", "")]
+    # four groups of 7 searches (the model and each annotator), one of the 7 Human rows
+    assert len(groups) == 5, [g["StdOut"] for g in groups]
+    for g in groups:
+        members = 7
+        cpus = min(members, PROFILE_CORES)
+        assert int(g["NumCPUs"]) == cpus, g
+        assert g["MinMemoryNode"] == f"{cpus * SEARCH_MEM_MB}M", g
+        assert g["Partition"] == "cpu" and "gres/gpu" not in g.get("TRES", ""), g
+        assert g["TimeLimit"] == "00:15:00", g  # one layer of one search's runtime
+
+
+def test_a_request_no_node_can_meet_fails_before_any_submission(cluster_run, tmp_path):
+    cfg = cluster_run["cfg"]
+    before = {j["JobId"] for j in _jobs()}
+    started = time.time()
+    # 32 CPUs per GPU on a 16-CPU node: SLURM would keep it PENDING forever (Reason=PartitionConfig).
+    proc = _run(_snakemake_cmd(tmp_path, "--set-resources", "train:cpus_per_gpu=32", "train:gpu=1",
+                               "train:slurm_partition=gpu", "--configfile", str(cfg)), timeout=120)
+    assert time.time() - started < 60
+    assert proc.returncode != 0
+    out = proc.stdout
+    assert "SlurmRequestError" in out and "nothing was submitted" in out, out[-4000:]
+    assert "rule train (model=minilm, seed=0) asks for 32 CPUs" in out
+    assert "the largest node of partition 'gpu'" in out and "has 16 CPUs, 128000 MB and 1 GPUs" in out
+    assert "set-threads: train (or set-resources: train: cpus_per_gpu" in out
+    assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
+    assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
+
+
+def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
+    # The plan as the slurm executor computes it (Snakemake's layered group resources, the plugin's CPU rule),
+    # written before the first submission and nothing submitted (SPURIOUS_SLURM_PLAN).
+    plan = tmp_path / "plan.json"
+    env = _env() | {"SPURIOUS_SLURM_PLAN": str(plan)}
+    before = {j["JobId"] for j in _jobs()}
+    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / "paper-squad.yaml")), 240, env)
+    assert proc.returncode != 0 and plan.exists(), proc.stdout[-4000:]
+    assert {j["JobId"] for j in _jobs()} == before
+    payload = json.loads(plan.read_text())
+    groups = [r for r in payload["requests"] if r["group"]]
+    assert len(groups) == 30  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4's 3
+    for g in groups:
+        assert g["cpus"] <= 8 and g["mem_mb"] <= 32000 and g["gpus"] == 0, g
+        assert g["cpus"] == min(g["members"], PROFILE_CORES) and g["mem_mb"] == g["cpus"] * SEARCH_MEM_MB, g
+    assert max(g["members"] for g in groups) > PROFILE_CORES  # some groups run their searches in several layers
+    assert payload["problems"] == [], payload["problems"]  # on the profile-shaped node every job fits
