@@ -39,9 +39,9 @@ SEARCH_MEM_MB = int(re.search(r"^BIAS_SEARCH_MEM_MB = (\d+)$", (REPO / "rules/co
 PROFILE_CORES = yaml.safe_load((PROFILE / "config.yaml").read_text())["cores"]
 
 
-def _snakemake_cmd(work: Path, *args: str) -> list[str]:
+def _snakemake_cmd(work: Path, *args: str, flags: tuple[str, ...] = TEST_ONLY_FLAGS) -> list[str]:
     return [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
-            "--workflow-profile", str(PROFILE), *TEST_ONLY_FLAGS, *args]
+            "--workflow-profile", str(PROFILE), *flags, *args]
 
 
 def _run(cmd: list[str], timeout: int, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
@@ -165,6 +165,19 @@ def test_a_request_no_node_can_meet_fails_before_any_submission(cluster_run, tmp
     assert "set-threads: train (or set-resources: train: cpus_per_gpu" in out
     assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
     assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
+
+
+def test_the_default_status_command_without_accounting_fails_at_once(cluster_run, tmp_path):
+    # Without the test-only flags the plugin reads job states with sacct, which fails on a cluster without
+    # slurmdbd: it would lose its jobs and wait forever. The start-up check says so before submitting anything.
+    before = {j["JobId"] for j in _jobs()}
+    started = time.time()
+    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(cluster_run["cfg"]), flags=()), timeout=120)
+    assert proc.returncode != 0 and time.time() - started < 60
+    out = proc.stdout
+    assert "read job states with sacct, which fails on this cluster" in out, out[-4000:]
+    assert "accounting storage is disabled" in out and "--slurm-status-command squeue" in out
+    assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
 
 
 def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):

@@ -257,6 +257,50 @@ def check_requests(requests: list[Request], nodes: list[Node]) -> list[str]:
     return [msg for msg in (unmet(r, nodes) for r in requests) if msg is not None]
 
 
+# ---------------------------------------------------------------------------------------------------- job states
+
+
+def _run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def min_job_age_s() -> int | None:
+    """slurmctld's MinJobAge: how long a finished job stays visible to squeue."""
+    out = _run(["scontrol", "show", "config"]).stdout
+    m = re.search(r"^MinJobAge\s*=\s*(\d+)", out, re.M)
+    return int(m.group(1)) if m else None
+
+
+def status_command_problem(status_command: str | None, init_interval_s: int) -> str | None:
+    """Why the executor could not follow its jobs, or None.
+
+    The plugin reads job states with ``sacct`` by default. Without SLURM accounting (no slurmdbd) every ``sacct`` call
+    fails; after 5 failed queries the plugin drops its jobs and then waits forever ("No active jobs"), ignoring
+    SIGTERM. ``squeue`` works without accounting as long as a finished job stays visible long enough: the plugin
+    itself falls back to ``sacct`` when MinJobAge is under 3x the first status-check interval.
+    """
+    command = status_command or "sacct"
+    age = min_job_age_s() if command == "squeue" else None
+    if command == "squeue" and (age is None or age < 3 * init_interval_s) and shutil.which("sacct"):
+        command = "sacct"  # the plugin's own fallback
+    if command != "sacct":
+        return None
+    probe = _run(["sacct", "--noheader", "-X", "-o", "JobID", "--starttime", "now"])
+    if probe.returncode == 0:
+        return None
+    reason = (probe.stderr or probe.stdout).strip() or f"exit status {probe.returncode}"
+    fallback = "" if status_command != "squeue" else (
+        f" (it was asked for squeue, but MinJobAge = {age} s is under 3 x {init_interval_s} s, so it falls back to sacct)"
+    )
+    return (
+        f"the executor would read job states with sacct{fallback}, which fails on this cluster: {reason}. Without "
+        "accounting it loses track of every job and waits forever. Use squeue: --slurm-status-command squeue on the "
+        "command line or `slurm-status-command: squeue` in the profile; squeue needs slurmctld's MinJobAge "
+        f"(scontrol show config) at least 3 x the first status-check interval (--slurm-init-seconds-before-status-checks, "
+        f"now {init_interval_s} s)."
+    )
+
+
 def write_plan(path: Path, requests: list[Request], nodes: list[Node], problems: list[str]) -> None:
     """The requests, the nodes and the verdicts as JSON (written under a temporary name, then renamed)."""
     payload = {
@@ -283,12 +327,16 @@ def check_workflow(workflow: Any) -> None:
     requests = pending_requests(workflow.dag)
     nodes = query_nodes()
     problems = check_requests(requests, nodes)
+    settings = workflow.executor_settings
+    status = status_command_problem(settings.status_command, settings.init_seconds_before_status_checks or 40)
+    if status:
+        problems.append(status)
     plan = os.environ.get(PLAN_ENV)
     if plan:
         write_plan(Path(plan), requests, nodes, problems)
         raise SlurmRequestError(f"{PLAN_ENV} is set: wrote the plan of {len(requests)} submissions to {plan}; nothing was submitted")
     if problems:
         raise SlurmRequestError(
-            f"{len(problems)} of {len(requests)} SLURM jobs ask for more than any node of their partition has; "
-            "nothing was submitted:\n- " + "\n- ".join(problems)
+            f"this run cannot go through SLURM as configured ({len(requests)} submissions planned); nothing was "
+            "submitted:\n- " + "\n- ".join(problems)
         )
