@@ -154,7 +154,12 @@ rule aflite_filter:
         runtime=240,
     params:
         settings=lambda w: AFLITE_TEXT["datasets"][w.dataset]["filter"],
-        execution=lambda w: RuleSettings({"device": aflite_representation()["device"]}),
+        execution=lambda w: RuleSettings(
+            {
+                "device": aflite_representation()["device"],
+                "gather_memory_mb": aflite_representation()["gather_memory_mb"],
+            }
+        ),
         state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter/"
         + settings_key(AFLITE_TEXT["datasets"][w.dataset]["filter"]),
     script:

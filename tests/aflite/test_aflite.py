@@ -141,3 +141,28 @@ def test_an_interrupted_run_resumes_per_iteration_to_the_uninterrupted_result(tm
     np.testing.assert_array_equal(again.kept, whole.kept)
     with pytest.raises(ValueError, match=r"differs in \['tau'\]"):
         aflite.aflite(x, y, log_fn=lambda _: None, state_dir=state, **{**kwargs, "tau": 0.8})
+
+
+def test_classifiers_fitted_in_chunks_give_identical_scores():
+    # issue 28: the paper-scale gather (m x t x d floats, 15.6 GB on an H200) does not fit a 16 GB card; under a
+    # memory cap the m classifiers are fitted a chunk at a time, with the same scores
+    rng = np.random.default_rng(3)
+    n, d, m, t = 1000, 96, 6, 600
+    x = rng.normal(size=(n, d)).astype(np.float32)
+    y = (x[:, 0] + 0.7 * rng.normal(size=n) > 0).astype(int) + (x[:, 1] > 1)  # 3 classes, a noisy signal
+    one_part_mb = t * d * 4 / 2**20  # 0.22 MB: a 1 MB cap holds 4 classifiers' parts, 6 need 2 chunks
+    assert aflite.classifiers_per_chunk(m, t, d, 2**20) == 4
+    assert aflite.classifiers_per_chunk(m, t, d, 10 * 2**30) == m and aflite.classifiers_per_chunk(m, t, d, 1) == 1
+    whole = aflite.predictability_scores(x, y, m=m, t=t, seed=5, device="cpu", gather_memory_mb=10_000)
+    for cap_mb in (1,):  # 4 classifiers, then 2
+        chunked = aflite.predictability_scores(x, y, m=m, t=t, seed=5, device="cpu", gather_memory_mb=cap_mb)
+        np.testing.assert_array_equal(chunked.predictability, whole.predictability)
+        np.testing.assert_array_equal(chunked.n_predictions, whole.n_predictions)
+        assert chunked.mean_heldout_accuracy == whole.mean_heldout_accuracy
+    assert 0.55 < whole.mean_heldout_accuracy < 0.95 and one_part_mb < 1  # a fit that learned something, not chance
+    # one classifier at a time: the fitted weights themselves are the same, bit for bit
+    rows = torch.as_tensor(np.stack([rng.choice(n, size=t, replace=False) for _ in range(m)]))
+    xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+    w_all, b_all = aflite.fit_logistic_batched(xt, yt, rows, 3)
+    w_one, b_one = aflite.fit_logistic_batched(xt, yt, rows, 3, chunk=1)  # 6 chunks
+    assert torch.equal(w_all, w_one) and torch.equal(b_all, b_one)

@@ -28,7 +28,8 @@ for part, frame in (("pool", pool), ("dev", dev)):
         )
 table, result = aflite_text.filter_pool_and_dev(
     features["pool"], pool["label"].to_numpy(), features["dev"], dev["label"].to_numpy(),
-    settings=p.settings, device=p.execution["device"], log_fn=log.info, state_dir=p.state_dir,
+    settings=p.settings, device=p.execution["device"], gather_memory_mb=p.execution["gather_memory_mb"],
+    log_fn=log.info, state_dir=p.state_dir,
 )
 table = aflite_text.attach_ids(table, pool, dev)
 io.write_parquet(table, snakemake.output.instances, metadata={"dataset": snakemake.wildcards.dataset})

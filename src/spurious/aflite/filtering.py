@@ -46,26 +46,38 @@ def fit_logistic_batched(
     C: float = 1.0,  # noqa: N803 - scikit-learn's name for the inverse regularisation strength
     max_iter: int = 100,
     tol: float = 1e-6,
+    chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Fit one multinomial logistic regression per row of ``train_rows`` ([m, t] indices into ``features`` [n, d]).
 
     Objective per classifier: ``½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` (scikit-learn's).
     The training rows are gathered once ([m, t, d]), so an evaluation costs m·t·d, not m·n·d.
-    Returns (W [m, d, C], b [m, C]) in the features' dtype."""
+
+    ``chunk``: when the gather of all m training parts would not fit in memory, the objective is evaluated over
+    ``chunk`` classifiers at a time, each chunk's rows gathered again at every evaluation (a second pass over
+    m·t·d floats per evaluation: slower, never larger than chunk·t·d). The optimiser is the same single L-BFGS over
+    all m classifiers and every classifier's value and gradient come from the same operations on its own rows, so
+    the fit does not depend on the chunk size (tested). Returns (W [m, d, C], b [m, C]) in the features' dtype."""
     if features.shape[0] != labels.shape[0]:
         raise ValueError(f"features ({features.shape[0]}) and labels ({labels.shape[0]}) differ in rows")
     m, t = train_rows.shape
     d = features.shape[1]
-    x = features[train_rows]  # [m, t, d]
+    size = m if chunk is None else max(1, min(int(chunk), m))
+    starts = range(0, m, size)
+    gathered = features[train_rows] if size == m else None  # [m, t, d], kept across evaluations
     one_hot = torch.nn.functional.one_hot(labels[train_rows], n_classes).to(features.dtype)  # [m, t, C]
     weight = torch.zeros(m, d, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
     bias = torch.zeros(m, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
     scale = 1.0 / t  # an O(1) objective for L-BFGS whatever t is
 
-    def objective() -> torch.Tensor:
-        logits = torch.bmm(x, weight) + bias[:, None, :]
-        ce = -(one_hot * torch.log_softmax(logits, dim=-1)).sum()
-        return scale * (0.5 * (weight**2).sum() + C * ce)
+    def chunk_objective(lo: int) -> torch.Tensor:
+        """Each classifier's objective in [lo, lo + size), scaled: a vector, so that the total below sums the same
+        m numbers in the same order whatever the chunk size."""
+        hi = min(lo + size, m)
+        x = gathered if gathered is not None else features[train_rows[lo:hi]]
+        logits = torch.bmm(x, weight[lo:hi]) + bias[lo:hi, None, :]
+        ce = -(one_hot[lo:hi] * torch.log_softmax(logits, dim=-1)).sum(dim=(1, 2))
+        return scale * (0.5 * (weight[lo:hi] ** 2).sum(dim=(1, 2)) + C * ce)
 
     optimizer = torch.optim.LBFGS(
         [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol * 1e-3,
@@ -74,12 +86,38 @@ def fit_logistic_batched(
 
     def closure() -> torch.Tensor:
         optimizer.zero_grad()
-        value = objective()
-        value.backward()
-        return value
+        values = torch.empty(m, dtype=features.dtype, device=features.device)
+        for lo in starts:
+            value = chunk_objective(lo)
+            value.sum().backward()  # a classifier's gradient depends on its own rows only
+            values[lo : lo + len(value)] = value.detach()
+        return values.sum()
 
     optimizer.step(closure)
     return weight.detach(), bias.detach()
+
+
+def free_memory_bytes(device: torch.device) -> int:
+    """What the device has free now: CUDA's free memory, else the host's available memory (/proc/meminfo)."""
+    if device.type == "cuda":
+        return int(torch.cuda.mem_get_info(device)[0])
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 1 << 62  # unknown: no limit
+
+
+GATHER_FRACTION = 0.5  # of the free memory, for the gathered rows; the rest for L-BFGS's history and the predictions
+
+
+def classifiers_per_chunk(m: int, t: int, d: int, budget_bytes: int) -> int:
+    """How many classifiers' training rows (t·d float32 each) fit in ``budget_bytes`` at once (at least 1, at most m).
+    """
+    return int(max(1, min(m, budget_bytes // max(1, t * d * 4))))
 
 
 @dataclass
@@ -104,10 +142,15 @@ def predictability_scores(
     tol: float = 1e-4,
     device: str = "auto",
     n_classes: int | None = None,
+    gather_memory_mb: int | None = None,
 ) -> Scores:
     """Algorithm 1's filtering phase: m random partitions with training parts of size t, out-of-sample predictions
     only. The partitions are drawn from ``numpy.random.default_rng(seed)``; ``tol`` is the gradient tolerance
-    (scikit-learn's default 1e-4 on the same, per-training-example objective)."""
+    (scikit-learn's default 1e-4 on the same, per-training-example objective).
+
+    ``gather_memory_mb``: the memory the m gathered training parts (m·t·d float32) may take; None: half of what the
+    device has free. Beyond it the classifiers are fitted in chunks, with identical scores (``fit_logistic_batched``).
+    """
     y = np.asarray(labels, dtype=np.int64)
     n = len(y)
     if not 0 < t < n:
@@ -124,8 +167,17 @@ def predictability_scores(
     masks = np.zeros((m, n), dtype=bool)
     np.put_along_axis(masks, rows, True, axis=1)
     y_t = torch.tensor(y, device=dev)  # a copy: y may be a read-only view (a parquet column)
+    budget = (
+        int(gather_memory_mb) * 2**20 if gather_memory_mb is not None else int(GATHER_FRACTION * free_memory_bytes(dev))
+    )
+    chunk = classifiers_per_chunk(m, t, x.shape[1], budget)
+    if chunk < m:
+        log.info(
+            f"AFLite: the {m} training parts ({m * t * x.shape[1] * 4 / 2**30:.1f} GiB) exceed "
+            f"{budget / 2**30:.1f} GiB: fitting {chunk} classifiers at a time"
+        )
     weight, bias = fit_logistic_batched(
-        x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter, tol=tol
+        x, y_t, torch.as_tensor(rows, device=dev), classes, C=C, max_iter=max_iter, tol=tol, chunk=chunk
     )
     with torch.no_grad():
         predicted = (torch.einsum("nd,mdc->mnc", x, weight) + bias[:, None, :]).argmax(-1).cpu().numpy()  # [m, n]
@@ -178,6 +230,7 @@ def aflite(
     C: float = 1.0,  # noqa: N803
     max_iter: int = 100,
     device: str = "auto",
+    gather_memory_mb: int | None = None,
     log_fn: Callable[[str], None] | None = None,
     state_dir: str | os.PathLike | None = None,
 ) -> AFLiteResult:
@@ -186,7 +239,9 @@ def aflite(
 
     ``state_dir``: every finished iteration is saved there (atomically), and a later call with the same data and
     settings resumes after the last saved one, giving the result an uninterrupted run gives. Another dataset or
-    other settings in the same folder is an error, not a silent restart."""
+    other settings in the same folder is an error, not a silent restart.
+
+    ``gather_memory_mb``: see ``predictability_scores`` (an execution setting: the scores do not depend on it)."""
     if selection not in SELECTIONS:
         raise ValueError(f"selection must be one of {SELECTIONS}, got {selection!r}")
     if k < 1 or not 0.0 <= tau <= 1.0:
@@ -220,7 +275,7 @@ def aflite(
         t0 = time.perf_counter()
         scores = predictability_scores(
             x[current], y[current], m=m, t=t, seed=seed * 1_000_003 + iteration, C=C, max_iter=max_iter,
-            device=device, n_classes=n_classes,
+            device=device, n_classes=n_classes, gather_memory_mb=gather_memory_mb,
         )
         if selection == "greedy":
             picked = select_greedy(scores.predictability, k=k, tau=tau)

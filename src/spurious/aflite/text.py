@@ -48,6 +48,7 @@ def filter_pool_and_dev(
     *,
     settings: Mapping[str, Any],
     device: str = "auto",
+    gather_memory_mb: int | None = None,
     log_fn: Callable[[str], None] | None = None,
     state_dir: str | os.PathLike | None = None,
 ) -> tuple[pd.DataFrame, aflite.AFLiteResult]:
@@ -77,6 +78,7 @@ def filter_pool_and_dev(
         selection=settings.get("selection", "greedy"),
         C=float(settings.get("C", 1.0)),
         device=device,
+        gather_memory_mb=gather_memory_mb,
         log_fn=log_fn,
         state_dir=state_dir,
     )
