@@ -107,6 +107,31 @@ def test_two_processes_train_the_same_model_as_one(one_and_two, tiny_bert):
     assert max(float((a[k] - initial[k]).abs().max()) for k in a) > 1e-3
 
 
+def test_losses_read_in_batches_are_the_losses_of_every_step(one_and_two, tiny_bert, train_rows, tmp_path):
+    """issue 28: the loop reads each step's loss from the device only at a log line, an evaluation, a checkpoint or the
+    end (a read waits for the GPU). The fixture's one-process run logs every step; with log_every 4 and a checkpoint
+    every 3 steps the losses are read at steps 3, 4 and 6: the same 6 numbers, bit for bit, the same model, and
+    progress lines at steps 4 and 6 only."""
+    tmp, one, _ = one_and_two
+    lines: list[str] = []
+    batched = _train_with(tiny_bert, train_rows, tmp_path, dict(SETTINGS, processes=1, log_every=4, checkpoint_every=3),
+                          lines.append)
+    assert batched["train_losses"] == one["train_losses"] and len(one["train_losses"]) == 6
+    a = load_file(tmp / "one" / "model" / "model.safetensors")
+    b = load_file(tmp_path / "model" / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    steps = [ln.split()[1] for ln in lines if ln.startswith("step ")]
+    assert steps == ["4/6", "6/6"], lines
+
+
+def _train_with(model: Path, rows, out: Path, settings: dict, log) -> dict:
+    train, weights = rows
+    return classifier.train_classifier(
+        train, model_name_or_path=str(model), output_dir=out / "model", checkpoint_dir=out / "ck", settings=settings,
+        weights=weights, log=log,
+    )
+
+
 def test_a_two_process_run_killed_with_sigterm_resumes_to_the_same_result(one_and_two, tiny_bert, train_rows):
     """SIGTERM to the launching process (as SLURM sends it) after step 3: it is forwarded to both processes, which
     agree on the step to stop at, checkpoint, and fail with TrainingPreempted; the rerun resumes and ends with the

@@ -247,6 +247,17 @@ def train(
     every = int(settings["checkpoint_every"] or 0)
     progress = _ProgressLog(emit, total_steps, steps_per_epoch, batch_size * accum, unit, int(settings["log_every"]))
     progress.start(state.step)
+    # The steps whose losses are still on the device: read together at a log line, an evaluation, a checkpoint or
+    # the end, so that the host queues the next steps while the GPU works (the numbers are the same).
+    unread: list[tuple[int, _StepTerms, float]] = []
+
+    def read_losses() -> None:
+        for step, terms, lr in unread:
+            loss, info = terms.value()
+            state.train_losses.append({"step": step, "loss": loss, "lr": lr, **info})
+            progress.add(step, loss, info, lr)
+        unread.clear()
+
     order, order_epoch = np.empty(0, dtype=np.int64), -1
     with PreemptionGuard() as guard:
         try:
@@ -258,7 +269,7 @@ def train(
                 if order_epoch != state.epoch:
                     order, order_epoch = _epoch_order(lengths, settings, state.epoch), state.epoch
                 micro_batches = _step_micro_batches(order, state.batch_in_epoch, batch_size, accum)
-                step_loss, step_info, lr = _optimizer_step(
+                terms, lr = _optimizer_step(
                     accelerator,
                     module,
                     optimizer,
@@ -273,17 +284,22 @@ def train(
                 state.batch_in_epoch += len(micro_batches)
                 if state.batch_in_epoch >= micro_per_epoch:
                     state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-                state.train_losses.append({"step": state.step, "loss": step_loss, "lr": lr, **step_info})
-                progress.add(state.step, step_loss, step_info, lr)
+                unread.append((state.step, terms, lr))
+                if progress.due(state.step):
+                    read_losses()
                 if eval_due():
+                    read_losses()
                     run_evaluation()
                 if stop_agreed():
                     raise StopRequested
                 if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
+                    read_losses()
                     checkpoint()  # not after the last step: the caller saves the model next
+            read_losses()
             if eval_due():
                 run_evaluation()
         except StopRequested:
+            read_losses()
             path = checkpoint()
             signum = guard.signum if guard.signum is not None else signal.SIGTERM  # another process's signal
             emit(f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}")
@@ -372,11 +388,14 @@ class _ProgressLog:
     def start(self, step: int) -> None:
         self.t0, self.step0 = time.perf_counter(), step
 
+    def due(self, step: int) -> bool:
+        return step % self.log_every == 0 or step == self.total_steps
+
     def add(self, step: int, loss: float, info: Mapping[str, float], lr: float) -> None:
         self.losses.append(loss)
         for k, v in info.items():
             self.info.setdefault(k, []).append(v)
-        if step % self.log_every and step != self.total_steps:
+        if not self.due(step):
             return
         rate = (step - self.step0) / max(time.perf_counter() - self.t0, 1e-9)
         logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in self.info.items())
@@ -388,14 +407,34 @@ class _ProgressLog:
         self.losses, self.info = [], {}
 
 
+@dataclass
+class _StepTerms:
+    """One optimizer step's loss and logged values as (value, weight) terms, the values still where the model put
+    them (on the GPU): reading one (``float``) waits for the device, so the training loop reads them only every
+    ``log_every`` steps, before an evaluation or a checkpoint and at the end (``value``), not after each step."""
+
+    loss: list[tuple[Any, float]] = field(default_factory=list)
+    info: dict[str, list[tuple[Any, float]]] = field(default_factory=dict)
+
+    @staticmethod
+    def _sum(terms: list[tuple[Any, float]]) -> float:
+        total = 0.0  # the same float arithmetic, in the same order, as summing each micro-batch's value at once
+        for value, weight in terms:
+            total += float(value) * weight
+        return total
+
+    def value(self) -> tuple[float, dict[str, float]]:
+        return self._sum(self.loss), {k: self._sum(v) for k, v in self.info.items()}
+
+
 def _accumulate(
     accelerator: Any, module: torch.nn.Module, micro_batches: list[np.ndarray], rank: int, processes: int
-) -> tuple[float, dict[str, float]]:
+) -> _StepTerms:
     """Forward and backward over one optimizer step's micro-batches (this process's share of each); gradients are
     synchronised across processes once, at the last micro-batch. Returns this process's part of the step's mean loss
-    and logged values (their sum over the processes is the step's value)."""
+    and logged values (their sum over the processes is the step's value), unread (``_StepTerms``)."""
     group = len(micro_batches)
-    step_loss, step_info = 0.0, {}
+    terms = _StepTerms()
     for m, micro_batch in enumerate(micro_batches):
         rows, share = _split(micro_batch, rank, processes)
         sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
@@ -403,10 +442,10 @@ def _accumulate(
             loss, info = module(rows)
             accelerator.backward(loss * share / group if share != 1.0 else loss / group)
         part = share / processes / group
-        step_loss += float(loss.detach()) * part
+        terms.loss.append((loss.detach(), part))
         for k, v in info.items():
-            step_info[k] = step_info.get(k, 0.0) + float(v) * part
-    return step_loss, step_info
+            terms.info.setdefault(k, []).append((v.detach() if isinstance(v, torch.Tensor) else v, part))
+    return terms
 
 
 def _epoch_order(lengths: np.ndarray, settings: Mapping[str, Any], epoch: int) -> np.ndarray:
@@ -439,20 +478,24 @@ def _optimizer_step(
     rank: int,
     processes: int,
     device: torch.device,
-) -> tuple[float, dict[str, float], float]:
+) -> tuple[_StepTerms, float]:
     """One optimizer step over its micro-batches: the accumulated gradients (clipped to ``max_grad_norm`` unless 0),
-    the update, the schedule's step. Returns the step's mean loss and logged values (summed over the processes) and
-    the learning rate the update used."""
-    step_loss, step_info = _accumulate(accelerator, module, micro_batches, rank, processes)
-    keys = sorted(step_info)
-    totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
+    the update, the schedule's step. Returns the step's mean loss and logged values and the learning rate the update
+    used. With one process they stay unread on the device (``_StepTerms``); with several they are summed over the
+    processes now (an all-reduce, which waits for the device anyway)."""
+    terms = _accumulate(accelerator, module, micro_batches, rank, processes)
+    if processes > 1:
+        step_loss, step_info = terms.value()
+        keys = sorted(step_info)
+        totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
+        terms = _StepTerms([(totals[0], 1.0)], {k: [(v, 1.0)] for k, v in zip(keys, totals[1:], strict=True)})
     lr = scheduler.get_last_lr()[0]
     if max_grad_norm:
         accelerator.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], max_grad_norm)
     optimizer.step()
     scheduler.step()
     optimizer.zero_grad(set_to_none=True)
-    return totals[0], dict(zip(keys, totals[1:], strict=True)), lr
+    return terms, lr
 
 
 # devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default
