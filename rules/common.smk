@@ -77,7 +77,13 @@ def prediction_settings(settings, keys):
     return {k: settings[k] for k in keys}
 
 
-CLASSIFIER_PREDICTION_KEYS = ("eval_batch_size", "max_length", "device", "bf16")
+CLASSIFIER_PREDICTION_KEYS = (
+    "eval_batch_size",
+    "max_length",
+    "device",
+    "bf16",
+    "pad_to_multiple_of",
+)
 
 
 # One threshold search (rules bias, human_bias, bias_fixed_threshold): seconds of one core on a few thousand rows

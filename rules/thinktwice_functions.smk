@@ -239,10 +239,18 @@ QA_PREDICTION_KEYS = (
     "bf16",
     "n_best",
     "max_answer_length",
+    "pad_to_multiple_of",
 )
 
 
-QA_LOGIT_KEYS = ("max_length", "stride", "eval_batch_size", "device", "bf16")
+QA_LOGIT_KEYS = (
+    "max_length",
+    "stride",
+    "eval_batch_size",
+    "device",
+    "bf16",
+    "pad_to_multiple_of",
+)
 
 
 def qa_prediction_settings(wildcards):

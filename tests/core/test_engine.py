@@ -124,6 +124,25 @@ def test_losses_read_in_batches_are_the_losses_of_every_step(one_and_two, tiny_b
     assert steps == ["4/6", "6/6"], lines
 
 
+def test_width_buckets_change_no_classifier_loss_or_probability(one_and_two, tiny_bert, train_rows, tmp_path):
+    """issue 28: classifier batches padded up to a multiple of 16 instead of their longest row (on CPU): the same
+    training losses and class probabilities up to float noise."""
+    tmp, one, _ = one_and_two
+    bucketed = _train_with(tiny_bert, train_rows, tmp_path, dict(SETTINGS, processes=1, pad_to_multiple_of=16), None)
+    np.testing.assert_allclose(
+        [r["loss"] for r in bucketed["train_losses"]], [r["loss"] for r in one["train_losses"]], rtol=1e-5
+    )
+    clf = classifier.load_trained_classifier(tmp / "one" / "model", device="cpu")
+    data = classifier.encode(train_rows[0], clf.tokenizer, clf.max_length)
+    assert {data.collate([i], 16)["input_ids"].shape[1] % 16 for i in range(len(data))} <= {0, clf.max_length % 16}
+    exact, padded = (
+        classifier.class_probabilities(clf.model, data, n_labels=2, batch_size=5, device=clf.device, bf16=False,
+                                       multiple=multiple)
+        for multiple in (1, 16)
+    )
+    np.testing.assert_allclose(padded, exact, atol=1e-6)
+
+
 def _train_with(model: Path, rows, out: Path, settings: dict, log) -> dict:
     train, weights = rows
     return classifier.train_classifier(

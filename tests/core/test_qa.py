@@ -432,6 +432,38 @@ def test_validation_loss_is_independent_of_batching(reference_run, tokenizer, ti
     assert one == pytest.approx(many, rel=1e-5)
 
 
+def test_width_buckets_change_no_loss_logit_or_prediction(reference_run, tokenizer, tiny_frames, tmp_path):
+    """issue 28: batches padded up to a multiple of the width (``pad_to_multiple_of``; 64 on CUDA by default) instead
+    of to their longest window. Padding is masked, so on CPU the validation loss, every window's logits, the
+    predictions and a training run agree with exact widths up to float noise."""
+    from spurious.core.models import load_qa_model
+
+    tmp, reference = reference_run
+    model = load_qa_model(tmp / "a" / "model")
+    feats = qa.featurize(tiny_frames[1], tokenizer, max_length=64, stride=16)
+    # windows of 39 to 64 tokens: each alone is padded to 48 or 64, never beyond max_length (64 with a multiple of 48)
+    widths = [feats.collate([i], multiple=16)["input_ids"].shape[1] for i in range(len(feats))]
+    assert widths == [48 if n <= 48 else 64 for n in feats.lengths] and 48 in widths
+    assert feats.collate([int(np.argmax(feats.lengths))], multiple=48)["input_ids"].shape[1] == 64
+    exact = qa.validation_loss(model, feats, batch_size=3)
+    bucketed = qa.validation_loss(model, feats, batch_size=3, multiple=16)
+    assert bucketed == pytest.approx(exact, rel=1e-5)
+    s1, e1 = qa.predict_logits(model, feats, batch_size=3)
+    s16, e16 = qa.predict_logits(model, feats, batch_size=3, multiple=16)
+    for a, b in zip(s1 + e1, s16 + e16, strict=True):
+        assert a.shape == b.shape
+        np.testing.assert_allclose(a, b, atol=1e-4)
+    settings = {"max_length": 64, "stride": 16, "device": "cpu"}
+    assert qa.predict_qa(tmp / "a" / "model", tiny_frames[1], settings=dict(settings, pad_to_multiple_of=16)) == (
+        qa.predict_qa(tmp / "a" / "model", tiny_frames[1], settings=settings)
+    )
+    run = _train(tiny_frames, tmp_path, "bucketed", pad_to_multiple_of=16)
+    np.testing.assert_allclose(
+        [r["loss"] for r in run["train_losses"]], [r["loss"] for r in reference["train_losses"]], rtol=1e-4
+    )
+    assert run["steps"] == reference["steps"] == 6
+
+
 def test_eval_subset_is_fixed(squad_sample):
     a = qa.select_eval_subset(squad_sample, 50)
     assert len(a) == 50 and a["id"].tolist() == qa.select_eval_subset(squad_sample, 50)["id"].tolist()

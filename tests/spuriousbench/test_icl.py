@@ -115,6 +115,10 @@ def test_scores_are_the_lms_log_probabilities_of_the_label_words(tiny_lm):
     # the same predictions whatever the batch size (padding on the right does not reach the scored positions)
     again, _ = icl.predict_icl(model, tok, demos, queries, t, batch_size=1, device="cpu", bf16=False)
     np.testing.assert_allclose(np.stack(again["probabilities"]), np.stack(out["probabilities"]), rtol=1e-4)
+    # nor batch widths rounded up to a multiple of 32 (pad_to_multiple_of; never beyond the 96-token context)
+    padded, _ = icl.predict_icl(model, tok, demos, queries, t, batch_size=3, device="cpu", bf16=False,
+                                pad_to_multiple_of=32)
+    np.testing.assert_allclose(np.stack(padded["probabilities"]), np.stack(out["probabilities"]), rtol=1e-4)
 
 
 def test_a_prompt_longer_than_the_context_keeps_the_latest_demonstrations(tiny_lm):

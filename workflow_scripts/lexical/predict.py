@@ -25,6 +25,7 @@ else:
         max_length=s["max_length"],
         device=s["device"],
         bf16=s["bf16"],
+        pad_to_multiple_of=s["pad_to_multiple_of"],
         log=log.info,
     )
 io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})

@@ -27,6 +27,7 @@ predicted = classifier.predict_classifier(
     max_length=s["max_length"],
     device=s["device"],
     bf16=s["bf16"],
+    pad_to_multiple_of=s["pad_to_multiple_of"],
     log=log.info,
 )
 n_test = len(frames["test"])

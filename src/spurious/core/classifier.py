@@ -59,6 +59,8 @@ from spurious.core.training import (  # TrainingPreempted: what callers of train
     StopRequested,
     autocast,
     fill_settings,
+    pad_multiple,
+    padded_width,
     pick_device,
     save_model_dir,
     seed_everything,
@@ -89,6 +91,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "threads": None,
     "log_every": 50,
     "eval_batch_size": 128,
+    # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
+    "pad_to_multiple_of": "auto",
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
     # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
@@ -127,6 +131,8 @@ class Encoded:
     pad_token_id: int
     # prompt-based encodings: the index of each row's mask token (collated as ``mask_positions``)
     mask_positions: np.ndarray | None = None
+    # the truncation length: a batch rounded up to a width multiple never grows beyond it
+    max_length: int | None = None
 
     def __len__(self) -> int:
         return len(self.input_ids)
@@ -135,8 +141,9 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
-    def collate(self, rows: Sequence[int] | np.ndarray) -> dict[str, torch.Tensor]:
-        width = max(len(self.input_ids[r]) for r in rows)
+    def collate(self, rows: Sequence[int] | np.ndarray, multiple: int = 1) -> dict[str, torch.Tensor]:
+        """Pad ``rows`` into a batch as wide as the longest, rounded up to ``multiple`` (``padded_width``)."""
+        width = padded_width(max(len(self.input_ids[r]) for r in rows), multiple, self.max_length)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         types = torch.zeros((len(rows), width), dtype=torch.long) if self.token_type_ids is not None else None
@@ -164,6 +171,7 @@ def encode(frame: pd.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
         token_type_ids=enc.get("token_type_ids"),
         labels=frame["label"].to_numpy(dtype=np.int64),
         pad_token_id=int(tokenizer.pad_token_id or 0),
+        max_length=max_length,
     )
 
 
@@ -183,6 +191,7 @@ def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: Pro
         labels=frame["label"].to_numpy(dtype=np.int64),
         pad_token_id=int(tokenizer.pad_token_id or 0),
         mask_positions=enc.mask_positions,
+        max_length=max_length,
     )
 
 
@@ -196,6 +205,7 @@ def class_probabilities(
     device: torch.device,
     bf16: bool,
     should_stop: Callable[[], bool] | None = None,
+    multiple: int = 1,
 ) -> np.ndarray:
     """The softmax over the labels for every row of ``data``, (rows, n_labels) float64, in batches of similar length.
 
@@ -207,7 +217,7 @@ def class_probabilities(
         if should_stop is not None and should_stop():
             raise StopRequested
         rows = order[lo : lo + batch_size]
-        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
         with autocast(device, bf16):
             logits = model(**batch).logits
         probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
@@ -434,11 +444,12 @@ def train_classifier(
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
     fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
+    multiple = pad_multiple(s["pad_to_multiple_of"], device)
 
     def loss_fn(
         model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = {k: v.to(device) for k, v in data.collate(rows).items()}
+        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
         labels = torch.from_numpy(data.labels[rows]).to(device)
         w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
         return weighted_loss(model(**batch).logits, labels, w), {}  # bf16 autocast comes from the engine
@@ -446,7 +457,9 @@ def train_classifier(
     evaluation = (
         None
         if eval_data is None
-        else _AccuracyEvaluation(model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit)
+        else _AccuracyEvaluation(
+            model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit, multiple
+        )
     )
     _, steps_per_epoch, total_steps = step_counts(len(data), s)
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
@@ -520,9 +533,10 @@ class _AccuracyEvaluation:
         batch_size: int,
         bf16: bool,
         emit: LogFn,
+        multiple: int = 1,
     ) -> None:
         self.model, self.data, self.n_labels, self.eval_every = model, data, n_labels, eval_every
-        self.batch_size, self.bf16, self.emit = batch_size, bf16, emit
+        self.batch_size, self.bf16, self.emit, self.multiple = batch_size, bf16, emit, multiple
 
     def due(self, state: TrainState, total_steps: int) -> bool:
         if state.step >= total_steps:
@@ -544,6 +558,7 @@ class _AccuracyEvaluation:
                 device=next(self.model.parameters()).device,
                 bf16=self.bf16,
                 should_stop=should_stop,
+                multiple=self.multiple,
             )
         finally:
             self.model.train()
@@ -574,18 +589,25 @@ class TrainedClassifier:
     max_length: int
     device: torch.device
     bf16: bool
+    pad_to_multiple_of: int | str = "auto"
 
     def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
         """The softmax over the labels for every row of ``frame`` and the encoded rows."""
         data = encode_for(frame, self.tokenizer, self.max_length, self.prompt)
         probs = class_probabilities(
-            self.model, data, n_labels=len(self.label_names), batch_size=batch_size, device=self.device, bf16=self.bf16
+            self.model, data, n_labels=len(self.label_names), batch_size=batch_size, device=self.device, bf16=self.bf16,
+            multiple=pad_multiple(self.pad_to_multiple_of, self.device),
         )
         return probs, data
 
 
 def load_trained_classifier(
-    model_dir: str | os.PathLike, *, max_length: int | None = None, device: str = "auto", bf16: bool | str = "auto"
+    model_dir: str | os.PathLike,
+    *,
+    max_length: int | None = None,
+    device: str = "auto",
+    bf16: bool | str = "auto",
+    pad_to_multiple_of: int | str = "auto",
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
     ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given."""
@@ -618,7 +640,9 @@ def load_trained_classifier(
         max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
     dev = pick_device(device)
     model.to(dev).eval()
-    return TrainedClassifier(model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev))
+    return TrainedClassifier(
+        model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of
+    )
 
 
 def predict_classifier(
@@ -632,6 +656,7 @@ def predict_classifier(
     log: LogFn | None = None,
     check_labels: bool = True,
     loaded: TrainedClassifier | None = None,
+    pad_to_multiple_of: int | str = "auto",
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
     probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
@@ -642,7 +667,9 @@ def predict_classifier(
     probabilities are the softmax over the label words' logits at the mask. ``loaded``: the model already loaded by
     :func:`load_trained_classifier` (then ``max_length``, ``device`` and ``bf16`` are its own)."""
     emit = log or logger.info
-    clf = loaded or load_trained_classifier(model_dir, max_length=max_length, device=device, bf16=bf16)
+    clf = loaded or load_trained_classifier(
+        model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of
+    )
     names = clf.label_names
     if check_labels and names != list(frame.attrs["label_names"]):
         raise ValueError(

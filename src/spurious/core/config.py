@@ -20,7 +20,8 @@ DERIVED_SPLITS = ("train", "validation")
 #: they are left out of the training fingerprints (a checkpoint stays resumable when they change) and out of the
 #: workflow's rerun decisions (:class:`RuleSettings`).
 RUNTIME_SETTINGS = frozenset(
-    {"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size", "processes", "gather_memory_mb"}
+    {"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size", "processes", "gather_memory_mb",
+     "pad_to_multiple_of"}
 )
 
 

@@ -18,7 +18,7 @@ import torch
 from spurious.core.classifier import encode
 from spurious.core.io import align_to_ids
 from spurious.core.models import load_tokenizer, quiet_transformers, resolve_model
-from spurious.core.training import autocast, pick_device, use_bf16
+from spurious.core.training import autocast, pad_multiple, pick_device, use_bf16
 
 POOLINGS = ("cls", "mean")
 
@@ -32,6 +32,7 @@ def embed(
     max_length: int = 128,
     batch_size: int = 128,
     device: str = "auto",
+    pad_to_multiple_of: int | str = "auto",
     bf16: bool | str = "auto",
     log: Callable[[str], None] | None = None,
 ) -> np.ndarray:
@@ -49,9 +50,10 @@ def embed(
     out = np.zeros((len(data), model.config.hidden_size), dtype=np.float32)
     order = np.argsort(data.lengths, kind="stable")
     use = use_bf16(bf16, dev)
+    multiple = pad_multiple(pad_to_multiple_of, dev)  # batch widths (spurious.core.training.padded_width)
     for lo in range(0, len(order), batch_size):
         rows = order[lo : lo + batch_size]
-        batch = {k: v.to(dev) for k, v in data.collate(rows).items()}
+        batch = {k: v.to(dev) for k, v in data.collate(rows, multiple).items()}
         with autocast(dev, use):
             hidden = model(**batch).last_hidden_state.float()
         if pooling == "cls":

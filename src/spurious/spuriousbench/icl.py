@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from spurious.core.models import quiet_transformers, resolve_model
-from spurious.core.training import pick_device, use_bf16
+from spurious.core.training import pad_multiple, padded_width, pick_device, use_bf16
 
 logger = logging.getLogger(__name__)
 LogFn = Callable[[str], None]
@@ -159,6 +159,7 @@ def predict_icl(
     device: str = "auto",
     bf16: bool | str = "auto",
     log: LogFn | None = None,
+    pad_to_multiple_of: int | str = "auto",
 ) -> tuple[pd.DataFrame, dict[str, Any]]:
     """Predict every query row with the demonstrations as the prompt; returns the predictions (``id, label,
     prediction, correct, probabilities`` = the softmax over the label words' summed log-probabilities) and a record
@@ -177,6 +178,7 @@ def predict_icl(
     dtype = torch.bfloat16 if use_bf16(bf16, dev) else torch.float32
     model.to(dev, dtype=dtype).eval()
     context = _context_size(model, tokenizer)
+    multiple = pad_multiple(pad_to_multiple_of, dev)
 
     def encode(text: str) -> list[int]:
         return tokenizer(text, add_special_tokens=False)["input_ids"]
@@ -222,7 +224,8 @@ def predict_icl(
     step = max(1, batch_size)
     for start in range(0, len(order), step):
         rows = order[start : start + step]
-        width = max(len(sequences[r]) for r in rows)
+        # right padding, masked: a causal LM's logits at a row's own positions do not see it
+        width = padded_width(max(len(sequences[r]) for r in rows), multiple, context)
         ids = torch.full((len(rows), width), pad, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         for j, r in enumerate(rows):

@@ -13,6 +13,7 @@ import torch
 from spurious.core.qa.settings import (
     resolve_settings,
 )
+from spurious.core.training import padded_width
 
 
 @dataclass
@@ -59,8 +60,11 @@ class QAFeatures:
         """The sequence id of the question: ``featurize`` puts it first with right padding, second with left."""
         return 0 if self.pad_on_right else 1
 
-    def collate(self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None) -> dict[str, torch.Tensor]:
-        """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``), with labels if present.
+    def collate(
+        self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None, multiple: int = 1
+    ) -> dict[str, torch.Tensor]:
+        """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``; rounded up to ``multiple``
+        but not beyond ``max_length``: ``spurious.core.training.padded_width``), with labels if present.
 
         With left padding the label positions move right by the padding added, so they still point at the same token.
         Besides the model inputs, the batch holds boolean ``[B, W]`` masks for training objectives that treat token
@@ -68,7 +72,7 @@ class QAFeatures:
         of the window when ``cls_index`` is unknown) and, when ``sequence_ids`` is known, ``question_mask``.
         """
         rows = [self.input_ids[i] for i in indices]
-        width = max(max(len(r) for r in rows), pad_to or 0)
+        width = padded_width(max(max(len(r) for r in rows), pad_to or 0), multiple, self.max_length)
         n = len(rows)
         input_ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)

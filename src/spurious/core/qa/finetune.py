@@ -51,6 +51,7 @@ from spurious.core.qa.settings import (
 )
 from spurious.core.training import (
     autocast,
+    pad_multiple,
     rng_states,
     save_model_dir,
     seed_everything,
@@ -366,11 +367,12 @@ def train_qa(
     }
     fingerprint = _fingerprint(str(model_name_or_path), s, train_features, valid_features, run_options)
     pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
+    multiple = pad_multiple(s["pad_to_multiple_of"], device)
 
     def loss_fn(
         model: Any, objective: torch.nn.Module | None, rows: np.ndarray, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = train_features.collate(rows, pad_to=pad_to)
+        batch = train_features.collate(rows, pad_to=pad_to, multiple=multiple)
         # bf16 autocast comes from the engine (Accelerate wraps the whole loss computation)
         if objective is None:
             return _plain_loss(model, batch, device, False), {}
@@ -387,6 +389,7 @@ def train_qa(
         eval_batch_size=int(s["eval_batch_size"]),
         bf16=bf16,
         emit=emit,
+        multiple=multiple,
     )
     _, steps_per_epoch, total_steps = step_counts(len(train_features), s)
     emit(
@@ -464,6 +467,7 @@ class _QAEvaluation:
     eval_batch_size: int
     bf16: bool
     emit: LogFn
+    multiple: int = 1
 
     def due(self, state: TrainState, total_steps: int) -> bool:
         return state.step >= total_steps or (self.eval_every > 0 and state.step % self.eval_every == 0)
@@ -473,7 +477,8 @@ class _QAEvaluation:
 
         def loss_on(features: QAFeatures) -> float:
             return validation_loss(
-                self.model, features, batch_size=self.eval_batch_size, bf16=self.bf16, should_stop=should_stop
+                self.model, features, batch_size=self.eval_batch_size, bf16=self.bf16, should_stop=should_stop,
+                multiple=self.multiple,
             )
 
         # everything is computed before the record changes: an evaluation abandoned on preemption leaves no trace

@@ -32,6 +32,7 @@ from spurious.core.training import (
     TRAINING_STATE_FILE,
     StopRequested,
     autocast,
+    pad_multiple,
     pick_device,
     use_bf16,
 )
@@ -99,6 +100,7 @@ def validation_loss(
     batch_size: int = 64,
     bf16: bool = False,
     should_stop: Callable[[], bool] | None = None,
+    multiple: int = 1,
 ) -> float:
     """Mean QA loss over all labelled windows of ``features`` (windows sorted by length to pad little).
 
@@ -117,7 +119,7 @@ def validation_loss(
             if should_stop is not None and should_stop():
                 raise StopRequested
             idx = order[lo : lo + batch_size]
-            batch = features.collate(idx)
+            batch = features.collate(idx, multiple=multiple)
             loss = _plain_loss(model, batch, device, bf16)
             total += float(loss) * len(idx)
             count += len(idx)
@@ -128,9 +130,16 @@ def validation_loss(
 
 @torch.no_grad()
 def predict_logits(
-    model: Any, features: QAFeatures, *, batch_size: int = 64, bf16: bool = False, log: LogFn | None = None
+    model: Any,
+    features: QAFeatures,
+    *,
+    batch_size: int = 64,
+    bf16: bool = False,
+    log: LogFn | None = None,
+    multiple: int = 1,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
-    """Start/end logits of every window (unpadded, float32), batched by length for speed."""
+    """Start/end logits of every window (unpadded, float32), batched by length for speed, each batch's width rounded
+    up to ``multiple`` (``pad_to_multiple_of``)."""
     device = _model_device(model)
     was_training = model.training
     model.eval()
@@ -143,7 +152,7 @@ def predict_logits(
     try:
         for b, lo in enumerate(range(0, len(order), batch_size)):
             idx = order[lo : lo + batch_size]
-            batch = features.collate(idx)
+            batch = features.collate(idx, multiple=multiple)
             s, e = _forward(model, batch, device, bf16)
             s, e = s.float().cpu().numpy(), e.float().cpu().numpy()
             width = s.shape[1]
@@ -169,8 +178,12 @@ def predict_with_model(
     """Predict answers with an already loaded model (used by ``predict_qa`` and for in-process evaluation)."""
     s = resolve_settings(settings)
     features = featurize(qa_frame, tokenizer, max_length=s["max_length"], stride=s["stride"], labels=False)
-    bf16 = use_bf16(s["bf16"], _model_device(model))
-    starts, ends = predict_logits(model, features, batch_size=s["eval_batch_size"], bf16=bf16, log=log)
+    device = _model_device(model)
+    bf16 = use_bf16(s["bf16"], device)
+    starts, ends = predict_logits(
+        model, features, batch_size=s["eval_batch_size"], bf16=bf16, log=log,
+        multiple=pad_multiple(s["pad_to_multiple_of"], device),
+    )
     return postprocess_predictions(features, starts, ends, n_best=s["n_best"], max_answer_length=s["max_answer_length"])
 
 
@@ -275,7 +288,8 @@ def infer_feature_logits(
     fingerprint = features_fingerprint(features)
     t0 = time.perf_counter()
     starts, ends = predict_logits(
-        model, features, batch_size=int(s["eval_batch_size"]), bf16=use_bf16(s["bf16"], device), log=emit
+        model, features, batch_size=int(s["eval_batch_size"]), bf16=use_bf16(s["bf16"], device), log=emit,
+        multiple=pad_multiple(s["pad_to_multiple_of"], device),
     )
     producer = {
         "model_dir": str(model_dir),

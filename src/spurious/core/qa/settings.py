@@ -31,6 +31,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "n_best": 20,
     "max_answer_length": 30,
     "pad_to_max_length": False,
+    # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
+    # (spurious.core.training.PAD_MULTIPLE_BY_DEVICE)
+    "pad_to_multiple_of": "auto",
     "group_by_length": False,
     # validation, early stopping, checkpoints
     "eval_every": 200,
