@@ -22,7 +22,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench clean
+.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -131,6 +131,13 @@ bench: install-dev
 	$(BIN)/python benchmarks/bench_aflite.py --json results/bench_aflite.json
 	$(BIN)/python benchmarks/bench_train_loop.py --steps 40 --warmup 3 --json results/bench_train_loop.json
 	$(BIN)/python benchmarks/bench_audit.py --json results/bench_audit.json
+
+# Every GPU code path for real on the demo data (QA training and prediction, the three debiasing objectives and a bias
+# model, the classifiers, in-context scoring, AFLite and the lexical reweighting on the device, the warm training
+# benchmark), on one CUDA card, under 8 minutes: results/gpu_check/gpu_check.{json,md}. `make test` runs it with
+# --quick on the CPU (tests/core/test_gpu_check.py).
+gpu-check: install
+	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check
 
 clean:
 	rm -rf results/* .snakemake

@@ -47,6 +47,7 @@ SLOW_FILES_FIRST = (
     "test_lexical_workflow.py",
     "test_classification.py",
     "test_qa.py",
+    "test_gpu_check.py",
 )
 
 

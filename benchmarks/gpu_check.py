@@ -1,0 +1,337 @@
+"""`make gpu-check`: every GPU code path of the project, run for real on the demo data, in one command.
+
+On one H100 or H200 (or any CUDA card) it calls the same entry points the workflow's adapters call, in turn:
+
+* ``qa``: QA fine-tuning with ``config.yaml``'s demo settings (MiniLM, 300 steps of 16, length-grouped, width buckets)
+  on the demo's SQuAD train split, then prediction on its validation split (EM / F1);
+* ``bias_model``, ``feature_logits``, ``resam``, ``lmix``, ``creg``: a bias model trained on the biased segment, its
+  logits and the original model's (the teacher's) stored per training window, then ReSam, LearnedMixin+H and
+  Confidence Regularization, a few dozen steps each. The segments here split the training questions by answer
+  length (the quantity of the ans-len heuristic, computed without spaCy, which the GPU image lacks): a stand-in for
+  the workflow's threshold search that exercises the same objectives;
+* ``classifier``, ``prompt_classifier``: SpuriousBench's fine-tuning (MiniLM on SST-2, dev accuracy) and its
+  prompt-based variant (the masked-LM head at the mask; trained from MiniLM's weights, whose MLM head is new);
+* ``lexical_reweight``, ``weighted_classifier``, ``bilstm``: Stubborn Lexical Bias's q weights solved on the device,
+  a transformer trained on them, and the BiLSTM control (CBOW on the CPU, the BiLSTM on the device);
+* ``icl``: in-context scoring with a small GPT-NeoX built from a config (random weights: the path, not the skill);
+* ``aflite``: MiniLM embeddings of SST-2 and one AFLite filtering phase (predictability scores) on the device;
+* ``bench_train_loop``: the warm training benchmark (``benchmarks/bench_train_loop.py``, short).
+
+It writes ``gpu_check.json`` and ``gpu_check.md`` (time, the check's numbers, peak device memory per check; the card,
+torch, transformers, CUDA) to ``--out``. Any error stops it with the traceback and a non-zero exit, after writing
+what ran. ``--quick`` runs the same checks with tiny sizes (a few steps, a few dozen examples) on the CPU in about a
+minute; ``make test`` runs it (tests/test_gpu_check.py).
+
+Run on a GPU node: ``make gpu-check`` (or ``python benchmarks/gpu_check.py --out results/gpu_check``) with the data
+mirror in ``SPURIOUS_DATA_MIRROR`` (or ``--data``). Budget: under 8 minutes on one H100/H200, start-up excluded.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tempfile
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+import torch
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+MINILM = "embedded:all-MiniLM-L6-v2"
+
+
+def sizes(quick: bool) -> dict[str, Any]:
+    """How much each check does: the demo's sizes, or a few steps and examples for ``--quick``."""
+    if quick:
+        return {"qa_train": 60, "qa_valid": 30, "qa_steps": 3, "debias_steps": 2, "clf_train": 48, "clf_dev": 32,
+                "clf_steps": 3, "bilstm_epochs": 1, "icl_queries": 8, "aflite_n": 200, "aflite_m": 4, "aflite_t": 50,
+                "bench": ["--steps", "3", "--warmup", "1", "--questions", "40", "--max-length", "128"]}
+    return {"qa_train": None, "qa_valid": None, "qa_steps": None, "debias_steps": 40, "clf_train": 3000,
+            "clf_dev": 872, "clf_steps": 200, "bilstm_epochs": 3, "icl_queries": 872, "aflite_n": 20000,
+            "aflite_m": 64, "aflite_t": 5000, "bench": ["--steps", "60", "--warmup", "10"]}
+
+
+class Checker:
+    """Runs the checks in order, timing each on the device and recording its peak memory and numbers."""
+
+    def __init__(self, device: torch.device) -> None:
+        self.device, self.rows = device, []
+
+    def run(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+            torch.cuda.reset_peak_memory_stats()
+        print(f"gpu-check: {name} ...", flush=True)
+        t0 = time.perf_counter()
+        numbers = fn()
+        if self.device.type == "cuda":
+            torch.cuda.synchronize()
+        row = {"check": name, "seconds": round(time.perf_counter() - t0, 2), **numbers}
+        if self.device.type == "cuda":
+            row["peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
+        self.rows.append(row)
+        print(f"gpu-check: {name} done in {row['seconds']} s: {numbers}", flush=True)
+        return numbers
+
+
+def machine(device: torch.device) -> dict[str, Any]:
+    import transformers
+
+    info = {"device": str(device), "torch": torch.__version__, "transformers": transformers.__version__,
+            "python": platform.python_version(), "cuda": torch.version.cuda}
+    if device.type == "cuda":
+        info["card"] = torch.cuda.get_device_name(device)
+    else:
+        info["card"] = f"CPU ({os.cpu_count()} cores, {torch.get_num_threads()} torch threads)"
+    return info
+
+
+def _head(frame: pd.DataFrame, n: int | None) -> pd.DataFrame:
+    out = frame if n is None else frame.iloc[:n]
+    out = out.reset_index(drop=True)
+    out.attrs = frame.attrs
+    return out
+
+
+def qa_data(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
+    """The demo's SQuAD split (dev by article title, seed 0, a third for validation) and its training settings."""
+    from spurious.core import data
+
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    derive = config["datasets"]["squad"]["derive"]
+    dev = data.load_squad_json(mirror / "squad_v1.1" / "dev-v1.1.json.gz")
+    train, valid = data.split_by_title(dev, validation_fraction=derive["validation_fraction"], seed=derive["seed"])
+    settings = dict(config["models"]["minilm"]["training"])
+    if size["qa_steps"] is not None:
+        settings.update(max_steps=size["qa_steps"], batch_size=4, eval_every=None, eval_max_examples=16,
+                        max_length=128, stride=64)
+    return _head(train, size["qa_train"]), _head(valid, size["qa_valid"]), settings
+
+
+def sst2(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
+    from spurious.core import classification
+
+    names = ["negative", "positive"]
+    train = classification.load_glue_tsv(mirror / "sst2" / "train.tsv.gz", label_names=names)
+    dev = classification.load_glue_tsv(mirror / "sst2" / "dev.tsv", label_names=names)
+    train = train.sample(n=min(size["clf_train"], len(train)), random_state=0)
+    return _head(train, None), _head(dev, size["clf_dev"])
+
+
+def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
+    from spurious.core import classifier, embeddings, logits, qa
+    from spurious.core.metrics import evaluate
+    from spurious.lexical import bilstm, reweight
+    from spurious.lexical.features.tokens import feature_matrix
+    from spurious.spuriousbench import icl
+    from spurious.thinktwice import debias
+
+    size = sizes(args.quick)
+    device = str(checker.device.type)
+    mirror = Path(args.data)
+    train, valid, qa_settings = qa_data(mirror, size)
+    qa_settings.update(device=device, threads=None)
+    model_dir = work / "qa" / "model"
+
+    def qa_check() -> dict[str, Any]:
+        summary = qa.train_qa(train, valid, model_name_or_path=MINILM, output_dir=model_dir,
+                              checkpoint_dir=work / "qa" / "ck", settings=qa_settings, log=lambda m: None)
+        t0 = time.perf_counter()
+        predictions = qa.predict_qa(model_dir, valid, settings=qa_settings)
+        scores = evaluate(valid, predictions)
+        return {"steps": summary["steps"], "train_s": round(summary["train_wall_time_s"], 2),
+                "predict_s": round(time.perf_counter() - t0, 2), "questions": len(valid),
+                "em": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2)}
+
+    checker.run("qa", qa_check)
+
+    # segments by answer length (words of the first gold answer): the ans-len heuristic's quantity, without spaCy
+    answer_words = train["answers"].map(lambda a: len(str(a["text"][0]).split()))
+    biased, unbiased = _head(train[answer_words <= 2], None), _head(train[answer_words > 2], None)
+    short = dict(qa_settings, max_steps=size["debias_steps"], eval_every=None)
+    bias_dir = work / "bias" / "model"
+
+    def bias_model() -> dict[str, Any]:
+        summary = qa.train_qa(biased, valid, model_name_or_path=MINILM, output_dir=bias_dir,
+                              checkpoint_dir=work / "bias" / "ck", settings=short, log=lambda m: None)
+        return {"steps": summary["steps"], "biased_questions": len(biased)}
+
+    checker.run("bias_model", bias_model)
+
+    def feature_logits() -> dict[str, Any]:
+        for name, source in (("bias", bias_dir), ("teacher", model_dir)):
+            qa.infer_feature_logits(source, train, tokenizer_from=MINILM, settings=short,
+                                    output_path=work / f"{name}_logits.npy", log=lambda m: None)
+        return {"windows_of": len(train)}
+
+    checker.run("feature_logits", feature_logits)
+    hidden = 384  # MiniLM-L6's hidden size
+
+    def debiased(name: str, frame: pd.DataFrame, factory: Callable[[Any], Any] | None, objective_id: str | None):
+        def check() -> dict[str, Any]:
+            summary = qa.train_qa(frame, valid, model_name_or_path=MINILM, output_dir=work / name / "model",
+                                  checkpoint_dir=work / name / "ck", settings=short, log=lambda m: None,
+                                  objective_factory=factory, objective_id=objective_id)
+            last = summary["train_losses"][-1]
+            return {"steps": summary["steps"], "last_loss": round(last["loss"], 4)}
+
+        return check
+
+    resampled, _ = debias.resample_segments(biased, unbiased, policy="upsample", ratio=1.0, seed=0)
+    checker.run("resam", debiased("resam", resampled, None, None))
+
+    def store(name: str, features: Any) -> np.ndarray:
+        return logits.load_feature_logits(work / f"{name}_logits.npy", logits.features_fingerprint(features))
+
+    lmix = lambda f: debias.LearnedMixinObjective(store("bias", f), hidden_size=hidden)  # noqa: E731
+    checker.run("lmix", debiased("lmix", train, lmix, "gpu-check lmix"))
+    creg = lambda f: debias.ConfidenceRegularizationObjective(store("bias", f), store("teacher", f))  # noqa: E731
+    checker.run("creg", debiased("creg", train, creg, "gpu-check creg"))
+
+    clf_train, clf_dev = sst2(mirror, size)
+    clf_settings = {"max_steps": size["clf_steps"], "batch_size": 16, "learning_rate": 5e-5, "max_length": 64,
+                    "eval_every": "epoch" if not args.quick else None, "device": device, "log_every": 50}
+
+    def train_and_predict(name: str, **kwargs: Any) -> Callable[[], dict[str, Any]]:
+        def check() -> dict[str, Any]:
+            out = work / name
+            classifier.train_classifier(clf_train, model_name_or_path=MINILM, output_dir=out / "model",
+                                        checkpoint_dir=out / "ck", settings=clf_settings, log=lambda m: None, **kwargs)
+            predicted = classifier.predict_classifier(out / "model", clf_dev, device=device, log=lambda m: None)
+            return {"train": len(clf_train), "dev_accuracy": round(float(predicted["correct"].mean()), 4)}
+
+        return check
+
+    eval_frame = clf_dev if not args.quick else None
+    checker.run("classifier", train_and_predict("classifier", eval_frame=eval_frame))
+    from spurious.core.prompt import PAPER_PROMPTS
+
+    # MiniLM ships without its masked-LM head: the prompt path runs on a randomly initialised MiniLM-shaped MLM
+    checker.run("prompt_classifier", train_and_predict("prompt_classifier", prompt=PAPER_PROMPTS["sst2"], init="scratch"))
+
+    q_weights: dict[str, np.ndarray] = {}
+
+    def lexical_reweight() -> dict[str, Any]:
+        matrix, vocabulary = feature_matrix(clf_train["text_a"], clf_train["text_b"], counting="types")
+        labels = clf_train["label"].to_numpy()
+        selection = reweight.select_features(matrix, labels, 2, vocabulary, min_count=max(2, len(clf_train) // 50))
+        result = reweight.solve_weights(matrix[:, selection.columns], labels, 2, device=device, log=lambda m: None)
+        q_weights["q"] = result.q * len(clf_train)
+        return {"features": len(selection.columns), "steps": result.steps, "converged": bool(result.converged)}
+
+    checker.run("lexical_reweight", lexical_reweight)
+    checker.run("weighted_classifier", train_and_predict("weighted_classifier", weights=q_weights["q"]))
+
+    def bilstm_check() -> dict[str, Any]:
+        out = work / "bilstm" / "model"
+        settings = {"epochs": size["bilstm_epochs"], "device": device, "cbow_epochs": 2 if args.quick else 10}
+        bilstm.train_bilstm(clf_train, output_dir=out, settings=settings,
+                            weights=q_weights["q"], log=lambda m: None)
+        predicted = bilstm.predict_bilstm(out, clf_dev, device=device, log=lambda m: None)
+        return {"dev_accuracy": round(float(predicted["correct"].mean()), 4)}
+
+    checker.run("bilstm", bilstm_check)
+
+    def icl_check() -> dict[str, Any]:
+        from transformers import GPTNeoXConfig, GPTNeoXForCausalLM
+
+        from spurious.core.models import load_tokenizer
+
+        tok = load_tokenizer(MINILM)
+        torch.manual_seed(0)
+        config = GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=128, num_hidden_layers=2,
+                               num_attention_heads=4, intermediate_size=256, max_position_embeddings=512)
+        lm_dir = work / "neox"
+        GPTNeoXForCausalLM(config).save_pretrained(lm_dir)
+        tok.save_pretrained(lm_dir)
+        model, tokenizer = icl.load_causal_lm(lm_dir)
+        # a stand-in feature (a comma in the sentence) for the demonstrations' prevalence and strength
+        pool = clf_train.assign(has_feature=clf_train["text_a"].str.contains(",", regex=False))
+        demos = icl.draw_demonstrations(pool, shots=8, prevalence=0.25, strength=1.0, target_label=1, seed=0)
+        queries = _head(clf_dev, size["icl_queries"])
+        out, record = icl.predict_icl(model, tokenizer, demos, queries, icl.PAPER_TEMPLATES["sst2"]["words"],
+                                      batch_size=16, device=device, log=lambda m: None)
+        return {"queries": len(out), "accuracy": round(float(out["correct"].mean()), 4), "shots": record["shots"]}
+
+    checker.run("icl", icl_check)
+
+    def aflite_check() -> dict[str, Any]:
+        from spurious.aflite import filtering
+
+        pool = _head(pd.concat([clf_train, clf_dev]), size["aflite_n"])
+        pool.attrs = clf_train.attrs
+        vectors = embeddings.embed(pool, MINILM, max_length=64, batch_size=256, device=device)
+        scores = filtering.predictability_scores(vectors, pool["label"].to_numpy(), m=size["aflite_m"],
+                                                 t=min(size["aflite_t"], len(pool) // 2), seed=0, device=device)
+        return {"n": len(pool), "mean_heldout_accuracy": round(scores.mean_heldout_accuracy, 4)}
+
+    checker.run("aflite", aflite_check)
+
+    def bench() -> dict[str, Any]:
+        out = work / "bench_train_loop.json"
+        cmd = [sys.executable, str(REPO / "benchmarks" / "bench_train_loop.py"), *size["bench"], "--device", device,
+               "--data", str(mirror / "squad_v1.1" / "dev-v1.1.json.gz"), "--json", str(out)]
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise RuntimeError(f"bench_train_loop failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        return {"report": str(out), "tail": proc.stdout.strip().splitlines()[-1][:200]}
+
+    if not args.skip_bench:
+        checker.run("bench_train_loop", bench)
+
+
+def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], error: str | None) -> None:
+    out.mkdir(parents=True, exist_ok=True)
+    payload = {"machine": info, "checks": rows, "error": error, "total_seconds": round(sum(r["seconds"] for r in rows), 1)}
+    tmp = out / "gpu_check.json.tmp"
+    tmp.write_text(json.dumps(payload, indent=2, default=str))
+    tmp.replace(out / "gpu_check.json")
+    lines = [f"# gpu-check on {info['card']}", "",
+             f"torch {info['torch']}, transformers {info['transformers']}, CUDA {info['cuda']}, Python {info['python']}; "
+             f"total {payload['total_seconds']} s" + (f"; **FAILED**: {error.splitlines()[-1]}" if error else ""), "",
+             "| check | seconds | peak GB | numbers |", "|---|---:|---:|---|"]
+    for r in rows:
+        numbers = ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("check", "seconds", "peak_gb"))
+        lines.append(f"| {r['check']} | {r['seconds']} | {r.get('peak_gb', '')} | {numbers} |")
+    (out / "gpu_check.md").write_text("\n".join(lines) + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--quick", action="store_true", help="tiny sizes (on the CPU unless --device says otherwise)")
+    ap.add_argument("--device", default=None, help="cuda, cpu or auto (default: cpu with --quick, else cuda)")
+    ap.add_argument("--data", default=os.environ.get("SPURIOUS_DATA_MIRROR", str(REPO.parent / "shared" / "data")))
+    ap.add_argument("--out", default=str(REPO / "results" / "gpu_check"))
+    ap.add_argument("--skip-bench", action="store_true", help="leave out the training benchmark")
+    args = ap.parse_args(argv)
+    from spurious.core.training import pick_device
+
+    device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
+    info = machine(device)
+    checker = Checker(device)
+    error = None
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
+        try:
+            run_checks(args, Path(tmp), checker)
+        except Exception:  # noqa: BLE001 - reported whole, then a non-zero exit
+            error = traceback.format_exc()
+    write_reports(Path(args.out), info, checker.rows, error)
+    print((Path(args.out) / "gpu_check.md").read_text())
+    if error:
+        print(error, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

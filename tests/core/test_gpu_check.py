@@ -1,0 +1,44 @@
+"""`make gpu-check --quick`: every GPU code path of the project runs, with tiny sizes, on the CPU (issue 28). The same
+script on a GPU node is `make gpu-check`; here it must end without an error and report every check."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+
+from tests.conftest import REPO, SHARED
+
+CHECKS = ["qa", "bias_model", "feature_logits", "resam", "lmix", "creg", "classifier", "prompt_classifier",
+          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop"]
+
+
+def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
+    env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SHARED / "data"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(tmp_path)],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["error"] is None and report["machine"]["device"] == "cpu"
+    rows = {r["check"]: r for r in report["checks"]}
+    assert list(rows) == CHECKS
+    assert rows["qa"]["steps"] == 3 and rows["qa"]["questions"] == 30 and 0 <= rows["qa"]["f1"] <= 100
+    for name in ("resam", "lmix", "creg"):
+        assert rows[name]["steps"] == 2 and math.isfinite(rows[name]["last_loss"]), rows[name]
+    for name in ("classifier", "prompt_classifier", "weighted_classifier", "bilstm"):
+        assert 0 <= rows[name]["dev_accuracy"] <= 1, rows[name]
+    assert rows["lexical_reweight"]["converged"] and rows["icl"]["shots"] == 8 and rows["aflite"]["n"] == 80
+    table = (tmp_path / "gpu_check.md").read_text()
+    assert table.startswith("# gpu-check on CPU") and all(f"| {name} |" in table for name in CHECKS)
+
+
+def test_a_failing_check_fails_the_run_and_says_where(tmp_path):
+    env = dict(os.environ, HF_HUB_OFFLINE="1")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(tmp_path),
+                           "--data", str(tmp_path / "no_mirror")], capture_output=True, text=True, env=env, timeout=300)
+    assert proc.returncode == 1
+    report = json.loads((tmp_path / "gpu_check.json").read_text())
+    assert report["checks"] == [] and "no_mirror" in report["error"] and "Traceback" in proc.stderr
+    assert "**FAILED**" in (tmp_path / "gpu_check.md").read_text()
