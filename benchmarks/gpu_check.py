@@ -48,6 +48,8 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 MINILM = "embedded:all-MiniLM-L6-v2"
+CHECKS = ("qa", "bias_model", "feature_logits", "resam", "lmix", "creg", "classifier", "prompt_classifier",
+          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop")
 
 
 def sizes(quick: bool) -> dict[str, Any]:
@@ -64,10 +66,14 @@ def sizes(quick: bool) -> dict[str, Any]:
 class Checker:
     """Runs the checks in order, timing each on the device and recording its peak memory and numbers."""
 
-    def __init__(self, device: torch.device) -> None:
-        self.device, self.rows = device, []
+    def __init__(self, device: torch.device, skip: frozenset[str] = frozenset()) -> None:
+        self.device, self.rows, self.skip = device, [], skip
 
     def run(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+        if name in self.skip:  # asked for: listed in the report as skipped, never silently left out
+            self.rows.append({"check": name, "seconds": 0.0, "skipped": True})
+            print(f"gpu-check: {name} skipped (--skip)", flush=True)
+            return {}
         if self.device.type == "cuda":
             torch.cuda.synchronize()
             torch.cuda.reset_peak_memory_stats()
@@ -230,13 +236,13 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         return {"features": len(selection.columns), "steps": result.steps, "converged": bool(result.converged)}
 
     checker.run("lexical_reweight", lexical_reweight)
-    checker.run("weighted_classifier", train_and_predict("weighted_classifier", weights=q_weights["q"]))
+    checker.run("weighted_classifier", train_and_predict("weighted_classifier", weights=q_weights.get("q")))
 
     def bilstm_check() -> dict[str, Any]:
         out = work / "bilstm" / "model"
         settings = {"epochs": size["bilstm_epochs"], "device": device, "cbow_epochs": 2 if args.quick else 10}
         bilstm.train_bilstm(clf_train, output_dir=out, settings=settings,
-                            weights=q_weights["q"], log=lambda m: None)
+                            weights=q_weights.get("q"), log=lambda m: None)
         predicted = bilstm.predict_bilstm(out, clf_dev, device=device, log=lambda m: None)
         return {"dev_accuracy": round(float(predicted["correct"].mean()), 4)}
 
@@ -286,8 +292,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
             raise RuntimeError(f"bench_train_loop failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
         return {"report": str(out), "tail": proc.stdout.strip().splitlines()[-1][:200]}
 
-    if not args.skip_bench:
-        checker.run("bench_train_loop", bench)
+    checker.run("bench_train_loop", bench)
 
 
 def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], error: str | None) -> None:
@@ -312,13 +317,17 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, help="cuda, cpu or auto (default: cpu with --quick, else cuda)")
     ap.add_argument("--data", default=os.environ.get("SPURIOUS_DATA_MIRROR", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--out", default=str(REPO / "results" / "gpu_check"))
-    ap.add_argument("--skip-bench", action="store_true", help="leave out the training benchmark")
+    ap.add_argument("--skip", default="", help="checks to leave out, comma-separated (reported as skipped), e.g. "
+                    "bilstm where gensim cannot be installed, bench_train_loop")
     args = ap.parse_args(argv)
     from spurious.core.training import pick_device
 
     device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
     info = machine(device)
-    checker = Checker(device)
+    skip = frozenset(filter(None, args.skip.split(",")))
+    if skip - set(CHECKS):
+        ap.error(f"--skip: unknown checks {sorted(skip - set(CHECKS))}; known: {', '.join(CHECKS)}")
+    checker = Checker(device, skip)
     error = None
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         try:

@@ -12,7 +12,7 @@ import sys
 from tests.conftest import REPO, SHARED
 
 CHECKS = ["qa", "bias_model", "feature_logits", "resam", "lmix", "creg", "classifier", "prompt_classifier",
-          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop"]
+          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop"]  # in this order
 
 
 def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
@@ -32,6 +32,12 @@ def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
     assert rows["lexical_reweight"]["converged"] and rows["icl"]["shots"] == 8 and rows["aflite"]["n"] == 80
     table = (tmp_path / "gpu_check.md").read_text()
     assert table.startswith("# gpu-check on CPU") and all(f"| {name} |" in table for name in CHECKS)
+
+
+def test_an_unknown_check_to_skip_is_refused(tmp_path):
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(tmp_path),
+                           "--skip", "bilstn"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2 and "unknown checks ['bilstn']" in proc.stderr and "bilstm" in proc.stderr
 
 
 def test_a_failing_check_fails_the_run_and_says_where(tmp_path):
