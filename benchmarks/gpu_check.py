@@ -206,13 +206,14 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
 
     clf_train, clf_dev = sst2(mirror, size)
     clf_settings = {"max_steps": size["clf_steps"], "batch_size": 16, "learning_rate": 5e-5, "max_length": 64,
-                    "eval_every": "epoch", "device": device, "log_every": 50}
+                    "device": device, "log_every": 50}
 
     def train_and_predict(name: str, **kwargs: Any) -> Callable[[], dict[str, Any]]:
         def check() -> dict[str, Any]:
             out = work / name
+            settings = dict(clf_settings, eval_every="epoch" if "eval_frame" in kwargs else None)
             classifier.train_classifier(clf_train, model_name_or_path=MINILM, output_dir=out / "model",
-                                        checkpoint_dir=out / "ck", settings=clf_settings, log=lambda m: None, **kwargs)
+                                        checkpoint_dir=out / "ck", settings=settings, log=lambda m: None, **kwargs)
             predicted = classifier.predict_classifier(out / "model", clf_dev, device=device, log=lambda m: None)
             return {"train": len(clf_train), "dev_accuracy": round(float(predicted["correct"].mean()), 4)}
 
