@@ -152,7 +152,8 @@ def main() -> int:
     diff = np.abs(sk[valid] - ours.predictability[valid])
     same = float(np.mean(diff == 0))
     ratio = sk_s / ours_s
-    print(f"  ours (batched torch L-BFGS, steady state): {ours_s:.2f} s; mean held-out accuracy {ours.mean_heldout_accuracy:.4f}")
+    accuracy = ours.mean_heldout_accuracy
+    print(f"  ours (batched torch L-BFGS, steady state): {ours_s:.2f} s; mean held-out accuracy {accuracy:.4f}")
     print(f"  scikit-learn LogisticRegression x {args.m}: {sk_s:.2f} s")
     print(f"ratio scikit-learn / ours: {ratio:.2f}x")
     met, line = target_line(ratio, label, device)
