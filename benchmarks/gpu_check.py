@@ -57,7 +57,7 @@ def sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"qa_train": 60, "qa_valid": 30, "qa_steps": 3, "debias_steps": 2, "clf_train": 48, "clf_dev": 32,
                 "clf_steps": 3, "bilstm_epochs": 1, "icl_queries": 8, "aflite_n": 200, "aflite_m": 4, "aflite_t": 50,
-                "bench": ["--steps", "3", "--warmup", "1", "--questions", "40", "--max-length", "128"]}
+                "bench": ["--steps", "3", "--warmup", "1", "--questions", "40", "--max-length", "128", "--stride", "64"]}
     return {"qa_train": None, "qa_valid": None, "qa_steps": None, "debias_steps": 40, "clf_train": 3000,
             "clf_dev": 872, "clf_steps": 200, "bilstm_epochs": 3, "icl_queries": 872, "aflite_n": 20000,
             "aflite_m": 64, "aflite_t": 5000, "bench": ["--steps", "60", "--warmup", "10"]}
