@@ -109,7 +109,10 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.training": (
         "epoch_order latest_checkpoint PreemptionGuard TrainingPreempted pick_device use_bf16 seed_everything "
-        "param_groups save_model_dir"
+        "param_groups save_model_dir pad_multiple padded_width"
+    ),
+    "spurious.core.slurm": (
+        "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError"
     ),
     "spurious.core.engine": "train TrainResult step_counts run_summary launch needs_launch job_settings",
     "spurious.core.classifier": "train_classifier predict_classifier bitfit",
