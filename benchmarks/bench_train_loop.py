@@ -265,6 +265,17 @@ def timing_fields(cold_s: float, steady_s: float, *, timed_steps: int, n_timed: 
     }
 
 
+def pass_fields(cold_s: float, steady_s: float, census: dict, plan, args: argparse.Namespace) -> dict:
+    """A variant's timing fields, its width census and the features of its timed steps (every row has them)."""
+    n_timed = timed_features(plan, args.warmup)
+    return {
+        **timing_fields(cold_s, steady_s, timed_steps=args.steps - args.warmup, n_timed=n_timed,
+                        new_widths_cold=census["new_widths_cold"]),
+        **census,
+        "timed_features": n_timed,
+    }
+
+
 def bench_ours(
     model_name: str,
     train_frame,
@@ -321,22 +332,13 @@ def bench_ours(
     census = width_census(widths, widths, start)
     real = sum(int(r.sum()) for r in rows[start:])
     padded = sum(w * len(r) for w, r in zip(widths[start:], rows[start:], strict=True))
-    n_timed = timed_features(plan, args.warmup)
     order = "length-grouped" if group_by_length else "random order"
     return {
         "name": f"ours (train_qa, {order}, {padding_words(multiple)})",
         "loop": "ours",
         "group_by_length": group_by_length,
         "pad_multiple": multiple,
-        **timing_fields(
-            cold_s,
-            steady_s,
-            timed_steps=args.steps - args.warmup,
-            n_timed=n_timed,
-            new_widths_cold=census["new_widths_cold"],
-        ),
-        **census,
-        "timed_features": n_timed,
+        **pass_fields(cold_s, steady_s, census, plan, args),
         "pad_fraction": 1 - real / padded,
         "mean_batch_width": padded / sum(len(r) for r in rows[start:]),
         "final_loss": summary["train_losses"][-1]["loss"] if summary["train_losses"] else None,
@@ -544,22 +546,13 @@ def bench_trainer(
         pad_fraction, width = 1 - float(feats.lengths.mean()) / args.max_length, float(args.max_length)
         multiple = args.max_length
     census = width_census(widths[0], widths[1], start)
-    n_timed = timed_features(plan, args.warmup)
     name, loop = TRAINER_VARIANTS[variant]
     return {
         "name": name.format(padding=padding_words(multiple)),
         "loop": loop,
         "group_by_length": dynamic_padding,  # our_batches: our length-grouped order
         "pad_multiple": multiple,
-        **timing_fields(
-            cold_s,
-            steady_s,
-            timed_steps=args.steps - args.warmup,
-            n_timed=n_timed,
-            new_widths_cold=census["new_widths_cold"],
-        ),
-        **census,
-        "timed_features": n_timed,
+        **pass_fields(cold_s, steady_s, census, plan, args),
         "pad_fraction": pad_fraction,
         "mean_batch_width": width,
         "final_loss": float(steady[0].training_loss),  # the Trainer reports the mean over all steps
