@@ -183,7 +183,9 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         return {"windows_of": len(train)}
 
     checker.run("feature_logits", feature_logits)
-    hidden = 384  # MiniLM-L6's hidden size
+    from spurious.core.models import load_config
+
+    hidden = load_config(MINILM).hidden_size  # as the train_debiased adapter reads it
 
     def debiased(name: str, frame: pd.DataFrame, factory: Callable[[Any], Any] | None, objective_id: str | None):
         def check() -> dict[str, Any]:
