@@ -166,3 +166,33 @@ def test_classifiers_fitted_in_chunks_give_identical_scores():
     w_all, b_all = aflite.fit_logistic_batched(xt, yt, rows, 3)
     w_one, b_one = aflite.fit_logistic_batched(xt, yt, rows, 3, chunk=1)  # 6 chunks
     assert torch.equal(w_all, w_one) and torch.equal(b_all, b_one)
+
+
+def _separable(n=100, seed=0):
+    """Two labels far apart on the first dimension: every held-out prediction is right, so every scored p̃ is 1 and
+    the τ rule never stops a run; only n does."""
+    rng = np.random.default_rng(seed)
+    y = np.arange(n) % 2
+    x = rng.normal(scale=0.1, size=(n, 3)).astype(np.float32)
+    x[:, 0] += np.where(y == 1, 5.0, -5.0)
+    return x, y
+
+
+def test_a_target_size_n_is_reached_exactly_by_cutting_the_last_slice(tmp_path):
+    x, y = _separable()
+    kwargs = dict(n=50, m=8, t=20, k=15, tau=0.75, seed=0, device="cpu", log_fn=lambda _: None)
+    result = aflite.aflite(x, y, state_dir=tmp_path / "state", **kwargs)
+    # by hand: 100 -> 85 -> 70 -> 55 (three full slices of k = 15), then 55 - 50 = 5 instead of 15, which would
+    # have cut S to 40 < n
+    assert [r["size_before"] for r in result.iterations] == [100, 85, 70, 55]
+    assert [r["slice"] for r in result.iterations] == [15, 15, 15, 5]
+    assert [r["removed"] for r in result.iterations] == [15, 15, 15, 5]
+    assert len(result.kept) == 50 and result.stopped == "|S| = 50 reached the target size n = 50"
+    assert all(r["n_above_tau"] > r["slice"] for r in result.iterations)  # τ never decided
+    # n on a slice boundary: 100 -> 85 -> 70, no cut slice and no further iteration
+    even = aflite.aflite(x, y, n=70, m=8, t=20, k=15, tau=0.75, seed=0, device="cpu", log_fn=lambda _: None)
+    assert [r["removed"] for r in even.iterations] == [15, 15] and len(even.kept) == 70
+    # resumed from its saved iterations, the run ends the same way: the cut slice (5 < k) is not read as the k rule
+    again = aflite.aflite(x, y, state_dir=tmp_path / "state", **kwargs)
+    np.testing.assert_array_equal(again.kept, result.kept)
+    assert len(again.iterations) == 4 and again.stopped == result.stopped

@@ -8,7 +8,9 @@ Algorithm 1 of the paper (reference-notes §E), on pre-computed representations 
   held out has no score (NaN), never a 0 (a pitfall of third-party scripts that average in-train rounds as 0).
 * **Filtering.** Remove up to ``k`` instances with the highest p̃ among those with p̃ ≥ τ (``greedy``), or draw them
   with probability proportional to p̃ (``sample``: the slice sampling of App. A.1 (C), Gumbel top-k over log p̃,
-  seeded); stop when fewer than ``k`` pass τ or when |S| ≤ n.
+  seeded); stop when fewer than ``k`` pass τ or when |S| reaches the target size n. The slice that would cut S below
+  n is cut to |S| − n, so a run that reaches n ends at exactly n (the paper's "target dataset size": App. A.5 fixes
+  n = 182K for SNLI's out-of-distribution models, and Table 1 calls that set "size 182k").
 
 The ``m`` classifiers of one iteration are fitted together: a batched multinomial logistic regression in torch
 (GPU when present), whose objective is scikit-learn's ``LogisticRegression`` (L2 penalty ½‖W‖² on the weights, not
@@ -234,8 +236,11 @@ def aflite(
     log_fn: Callable[[str], None] | None = None,
     state_dir: str | os.PathLike | None = None,
 ) -> AFLiteResult:
-    """Algorithm 1: filter until |S| ≤ n or fewer than k instances reach τ. Iteration ``i`` draws its partitions
-    with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is reproducible.
+    """Algorithm 1: filter until |S| = n or fewer than k instances reach τ. Each iteration removes up to
+    min(k, |S| − n) instances (the last slice is cut so that S never falls below n; each iteration's ``slice``
+    records its size), and one that finds fewer than its slice at p̃ ≥ τ is the last. Iteration ``i`` draws its
+    partitions with seed ``seed * 1_000_003 + i`` (and its slice sample from the same stream), so a run is
+    reproducible.
 
     ``state_dir``: every finished iteration is saved there (atomically), and a later call with the same data and
     settings resumes after the last saved one, giving the result an uninterrupted run gives. Another dataset or
@@ -269,19 +274,20 @@ def aflite(
         iteration = len(result.iterations)
         if iteration:
             emit(f"AFLite resumed after iteration {iteration - 1} from {state_dir}: |S| = {len(current)}")
-    # the k rule: an iteration that removed fewer than k instances is the last one (also when it was saved)
-    stopped_on_k = bool(result.iterations) and result.iterations[-1]["removed"] < k
+    # the k rule: an iteration that removed fewer than its slice is the last one (also when it was saved)
+    stopped_on_k = bool(result.iterations) and result.iterations[-1]["removed"] < _slice(result.iterations[-1], k)
     while not stopped_on_k and len(current) > n:
         t0 = time.perf_counter()
+        size = min(k, len(current) - n)  # never below n: the slice that would cross it is cut to |S| - n
         scores = predictability_scores(
             x[current], y[current], m=m, t=t, seed=seed * 1_000_003 + iteration, C=C, max_iter=max_iter,
             device=device, n_classes=n_classes, gather_memory_mb=gather_memory_mb,
         )
         if selection == "greedy":
-            picked = select_greedy(scores.predictability, k=k, tau=tau)
+            picked = select_greedy(scores.predictability, k=size, tau=tau)
         else:
             picked = select_sample(
-                scores.predictability, k=k, tau=tau, rng=np.random.default_rng([seed, iteration, 1])
+                scores.predictability, k=size, tau=tau, rng=np.random.default_rng([seed, iteration, 1])
             )
         full = np.full(len(y), np.nan)
         full[current] = scores.predictability
@@ -292,6 +298,7 @@ def aflite(
             {
                 "iteration": iteration,
                 "size_before": int(len(current) + len(removed)),
+                "slice": int(size),
                 "removed": int(len(removed)),
                 "size_after": int(len(current)),
                 "mean_heldout_accuracy": scores.mean_heldout_accuracy,
@@ -308,14 +315,21 @@ def aflite(
             f"{scores.mean_heldout_accuracy:.4f}, {result.iterations[-1]['seconds']:.1f}s"
         )
         iteration += 1
-        stopped_on_k = len(removed) < k
-    result.stopped = (
-        f"fewer than k={k} instances reach tau={tau}" if stopped_on_k else f"|S| = {len(current)} <= n = {n}"
-    )
+        stopped_on_k = len(removed) < size
+    if stopped_on_k:
+        last = _slice(result.iterations[-1], k)
+        result.stopped = f"fewer than {'k=' if last == k else 'the slice of '}{last} instances reach tau={tau}"
+    else:
+        result.stopped = f"|S| = {len(current)} reached the target size n = {n}"
     result.kept = current
     emit(f"AFLite stopped: {result.stopped}; kept {len(current)} of {len(y)}")
     return result
 
+
+def _slice(record: dict[str, Any], k: int) -> int:
+    """The slice size an iteration asked for (k, or |S| - n for the last one; records saved before ``slice`` was
+    kept asked for k)."""
+    return int(record.get("slice", k))
 
 
 def _data_sha256(features: np.ndarray, labels: np.ndarray) -> str:
