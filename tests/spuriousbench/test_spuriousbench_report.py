@@ -272,3 +272,76 @@ def test_gap_table_counts_the_seeds_with_constant_predictions():
     df = rep.gap_table(metrics)
     assert row(df, feature=EXCL, model="scratch", method="finetune")["constant"] == 2
     assert row(df, feature=SEMI, model="scratch", method="finetune")["constant"] == 0  # the key is optional
+
+
+def icl_records(model: str, paper_name: str, shots: int, configured: tuple, realised: tuple) -> list[dict]:
+    """In-context records as spurious_icl writes them (the ``icl`` mapping with the configured and realised rates)."""
+    out = []
+    for seed in (0, 1, 2):
+        r = record("minilm", "icl", EXCL, seed, 0.10 * seed)
+        r["model"], r["paper_name"] = model, paper_name
+        r["icl"] = {
+            "shots": shots, "prevalence": configured[0], "strength": configured[1],
+            "realised_prevalence": realised[0], "realised_strength": realised[1],
+        }  # fmt: skip
+        out.append(r)
+    return out
+
+
+# Fig. 4's setting: 8 shots at 20 % / 90 % -> round(1.6) = 2 feature rows, round(0.9 * 2) = 2 of the target label:
+# realised 2/8 = 25 %, 2/2 = 100 %; §5.1's 8 shots at 50 % / 100 % -> 4 feature rows, all 4 target: as configured
+ICL_FIG4 = icl_records("p20", "GPT-3 (12B), Fig. 4", 8, (0.2, 0.9), (0.25, 1.0))
+ICL_51 = icl_records("p50", "GPT-3 (12B)", 8, (0.5, 1.0), (0.5, 1.0))
+FIG4_NOTE = "[ICL, 8 shots: realised prevalence 25 % / strength 100 % (configured 20 % / 90 %)]"
+SEC51_NOTE = "[ICL, 8 shots: prevalence 50 % / strength 100 %]"
+
+
+def test_the_realised_rates_are_those_the_icl_draw_holds():
+    from spurious.spuriousbench import icl
+
+    train = pd.DataFrame({"has_feature": [True, False] * 20, "label": [0, 0, 1, 1] * 10, "id": range(40)})
+    for (prevalence, strength), (realised_p, realised_s) in (((0.2, 0.9), (0.25, 1.0)), ((0.5, 1.0), (0.5, 1.0))):
+        demos = icl.draw_demonstrations(
+            train, shots=8, prevalence=prevalence, strength=strength, target_label=1, seed=0
+        )
+        assert demos["has_feature"].mean() == realised_p
+        assert (demos.loc[demos["has_feature"], "label"] == 1).mean() == realised_s
+
+
+def test_icl_rows_are_labelled_with_realised_prevalence_and_strength(tmp_path):
+    metrics = [*METRICS, *ICL_FIG4, *ICL_51]
+    gaps = rep.gap_table(metrics)
+    assert row(gaps, feature=EXCL, model="p20", method="icl")["label"] == f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}"
+    assert row(gaps, feature=EXCL, model="p50", method="icl")["label"] == f"GPT-3 (12B) {SEC51_NOTE}"
+    assert row(gaps, feature=EXCL, model="minilm", method="finetune")["label"] == "BERT-base"  # not icl: unchanged
+    assert row(gaps, feature=EXCL, model="p20", method="icl")["gap"] == pytest.approx(10.0)  # (0 + 10 + 20) / 3
+    assert rep.ICL_CAPTION in gaps.attrs["caption"] and "configured" in rep.ICL_CAPTION
+    categories = rep.category_table(metrics)
+    assert row(categories, model="p20", category="punctuation")["label"] == f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}"
+    assert rep.ICL_CAPTION in categories.attrs["caption"]
+    assert rep.ICL_CAPTION not in rep.gap_table(METRICS).attrs["caption"]  # no icl rows, no icl sentence
+    assert f"sst2 GPT-3 (12B), Fig. 4 {FIG4_NOTE} [p20] icl: gap % punctuation 10.0" in rep.summary_lines(metrics)[3]
+    rows = rep.figure2_rows(metrics)
+    assert [title for title, _ in rows] == [
+        "BERT-base",
+        f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}",
+        f"GPT-3 (12B) {SEC51_NOTE}",
+    ]
+    titles = rep.figure2(metrics, tmp_path / "f2.png", tmp_path / "f2.svg")
+    assert titles[1] == f"sst2: GPT-3 (12B), Fig. 4\n{FIG4_NOTE}"
+    assert written(tmp_path / "f2.png", tmp_path / "f2.svg")
+
+
+def test_icl_annotation():
+    assert rep.icl_annotation((32, 0.5, 1.0, 0.5, 1.0)) == "ICL, 32 shots: prevalence 50 % / strength 100 %"
+    assert rep.icl_annotation((8, 0.1, 0.9, 0.125, 1.0)) == (
+        "ICL, 8 shots: realised prevalence 12.5 % / strength 100 % (configured 10 % / 90 %)"
+    )
+    # no feature rows drawn: the realised strength is undefined
+    assert rep.icl_annotation((8, 0.0, 0.9, 0.0, None)) == "ICL, 8 shots: prevalence 0 % / strength –"
+    assert rep.icl_annotation((8, 0.2, 0.9, None, None)) == (
+        "ICL, 8 shots: configured prevalence 20 % / strength 90 % (realised not recorded)"
+    )
+    # an icl record without the mapping (older metrics) keeps the plain label
+    bare = [{k: v for k, v in r.items() if k != "icl"} for r in ICL_51]
+    assert row(rep.gap_table(bare), model="p50")["label"] == "GPT-3 (12B)"

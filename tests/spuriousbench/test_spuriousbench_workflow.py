@@ -221,6 +221,10 @@ def test_tiny_run_in_context_learning(tiny_run):
     train = sb.read_split(data / "train.parquet")
     demos = train.set_index("id").loc[metrics["icl"]["demonstration_ids"]]
     assert (demos.loc[demos["has_feature"], "label"] == 1).all() and (demos["label"] == 1).sum() == 2
+    # the report labels the in-context rows with the realised prevalence and strength the metrics record
+    gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
+    labels = gaps.loc[gaps["method"] == "icl", "label"]
+    assert len(labels) == 2 and labels.str.endswith(" [ICL, 4 shots: prevalence 50 % / strength 100 %]").all()
     pred = pd.read_parquet(base / "seed0.parquet")
     sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
     cnt = pred.loc[pred["group"] == "counter", "correct"].mean()

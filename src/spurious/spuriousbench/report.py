@@ -6,6 +6,10 @@ Inputs are plain records (the workflow reads them from JSON):
 * ``metrics``: one dict per trained run (dataset × feature × model × method × seed) with the keys of
   :data:`METRIC_KEYS` (``paper_name`` optional). Fractions in [0, 1]; ``gap`` = ``acc_supporting − acc_counter``
   (§2.2) in [−1, 1]; ``acc_without`` may be NaN / None (a test set without feature-free rows).
+  An in-context (``method == "icl"``) record may carry the ``icl`` mapping spurious_icl writes (``shots``,
+  ``prevalence`` / ``strength`` as configured, ``realised_prevalence`` / ``realised_strength`` of the drawn
+  demonstrations): its rows' ``label`` (tables, Fig. 2 titles) then states the shots and the realised values, and
+  the configured ones where rounding moved them (:func:`icl_annotation`; 8 shots at 20 % / 90 % realise 25 % / 100 %).
 * ``sizes``: one dict per (dataset, feature) with the keys of :data:`SIZE_KEYS` (the split sizes and the measured
   prevalence / strength of train and dev, as fractions).
 
@@ -43,6 +47,7 @@ __all__ = [
     "CATEGORY_TABLE_COLUMNS",
     "DIGITS",
     "GAP_TABLE_COLUMNS",
+    "ICL_CAPTION",
     "METHODS",
     "METRIC_KEYS",
     "SIZE_KEYS",
@@ -53,6 +58,7 @@ __all__ = [
     "figure2",
     "figure2_rows",
     "gap_table",
+    "icl_annotation",
     "sizes_table",
     "summary_lines",
 ]
@@ -61,6 +67,13 @@ METHODS: tuple[str, ...] = ("finetune", "balanced", "prompt", "bitfit", "icl")
 """§4: standard finetuning, data balancing (Idrissi et al.) and prompt-based finetuning, in the tables' order."""
 DIGITS = 1
 """Decimals of the percentages in the Markdown tables."""
+ICL_CAPTION = (
+    " In-context (icl) rows: the label gives, in square brackets, the number of demonstrations and their realised "
+    "prevalence and strength (what the drawn demonstrations hold, as the metrics record it); where rounding at that "
+    "number of shots moved them off the configured values, the configured ones follow in brackets (e.g. 8 shots at "
+    "20 % / 90 % hold 2 feature rows, both of the target label: realised 25 % / 100 %)."
+)
+"""Appended to the captions of the tables (and figures) that have in-context rows."""
 
 METRIC_KEYS: tuple[str, ...] = (
     "dataset",
@@ -242,8 +255,73 @@ def _metrics(metrics: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
         rec["paper_name"] = paper_name
         # optional: a run that predicts one label for every test row (its gap is ±100 % or 0 and says nothing)
         rec["constant_prediction"] = bool(r.get("constant_prediction", False))
+        rec["icl"] = _icl_setting(r, where) if rec["method"] == "icl" else None
         out.append(rec)
     return out
+
+
+IclSetting = tuple[int | None, float | None, float | None, float | None, float | None]
+# (shots, configured prevalence, configured strength, realised prevalence, realised strength)
+
+
+def _icl_setting(r: Mapping[str, Any], where: str) -> IclSetting | None:
+    """An icl record's demonstrations: the shots, the configured and the realised prevalence and strength (the
+    ``icl`` mapping spurious_icl writes); None when the record has no ``icl`` mapping."""
+    icl = r.get("icl")
+    if not isinstance(icl, Mapping):
+        return None
+    values: list[float | None] = []
+    for key in ("prevalence", "strength", "realised_prevalence", "realised_strength"):
+        values.append(None if icl.get(key) is None else _number(icl, key, f"{where} icl", low=0.0, high=1.0))
+    shots = icl.get("shots")
+    return (None if shots is None else int(shots), *values)  # type: ignore[return-value]
+
+
+def _percent(value: float | None) -> str:
+    """A fraction as a percentage with at most one decimal ("25 %", "12.5 %"); "–" when undefined."""
+    if value is None:
+        return "–"
+    return f"{100.0 * value:.1f}".rstrip("0").rstrip(".") + " %"
+
+
+def icl_annotation(setting: IclSetting) -> str:
+    """What an in-context row's label says about its demonstrations: the shots and the *realised* prevalence and
+    strength (what the draw holds: ``round(π k)`` feature rows, ``round(s · round(π k))`` of them with the target
+    label), and the configured values in brackets where rounding moved them, e.g. ``"ICL, 8 shots: realised
+    prevalence 25 % / strength 100 % (configured 20 % / 90 %)"``; ``"ICL, 8 shots: prevalence 50 % / strength
+    100 %"`` where they agree. The realised strength is undefined ("–") without feature rows."""
+    shots, prevalence, strength, realised_prevalence, realised_strength = setting
+    head = "ICL" if shots is None else f"ICL, {shots} shots"
+    configured = f"{_percent(prevalence)} / {_percent(strength)}"
+    if realised_prevalence is None:
+        return f"{head}: configured prevalence {_percent(prevalence)} / strength {_percent(strength)} (realised not recorded)"
+    realised = f"prevalence {_percent(realised_prevalence)} / strength {_percent(realised_strength)}"
+    same = prevalence is not None and abs(realised_prevalence - prevalence) < 1e-9
+    if realised_strength is not None:
+        same = same and strength is not None and abs(realised_strength - strength) < 1e-9
+    if same:
+        return f"{head}: {realised}"
+    return f"{head}: realised {realised} (configured {configured})"
+
+
+def _icl_annotations(records: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    """model → :func:`icl_annotation` of its icl records (the distinct ones joined by "; "); models without icl
+    records (or whose icl records carry no ``icl`` mapping) are absent."""
+    settings: dict[str, list[IclSetting]] = {}
+    for r in records:
+        if r["method"] == "icl" and r["icl"] is not None:
+            own = settings.setdefault(r["model"], [])
+            if r["icl"] not in own:
+                own.append(r["icl"])
+    return {model: "; ".join(icl_annotation(s) for s in own) for model, own in settings.items()}
+
+
+def _row_label(labels: Mapping[str, str], annotations: Mapping[str, str], model: str, method: str) -> str:
+    """The ``label`` of a table row: the model's label, for an in-context row followed by its demonstrations'
+    realised prevalence and strength in square brackets."""
+    if method == "icl" and model in annotations:
+        return f"{labels[model]} [{annotations[model]}]"
+    return labels[model]
 
 
 def _first_seen(values: Iterable[str]) -> list[str]:
@@ -316,6 +394,7 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
     """
     records = _metrics(metrics)
     labels = _model_labels(records)
+    annotations = _icl_annotations(records)
     rows = []
     for (dataset, feature, model, method), runs in _ordered_cells(records).items():
         gaps = [r["gap"] for r in runs]
@@ -326,7 +405,7 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
                 "category": runs[0]["category"],
                 "feature": feature,
                 "model": model,
-                "label": labels[model],
+                "label": _row_label(labels, annotations, model, method),
                 "method": method,
                 "seeds": len(runs),
                 "gap": _mean(gaps),
@@ -350,6 +429,8 @@ def gap_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "its gap says nothing; where every test example has the feature (punctuation, prefixes) it may instead have "
         "given them all the feature's label."
     )
+    if annotations:
+        df.attrs["caption"] += ICL_CAPTION
     return df
 
 
@@ -409,6 +490,8 @@ def category_table(metrics: Sequence[Mapping[str, Any]]) -> pd.DataFrame:
         "their mean (gap), sample std (± features), minimum and maximum; ± seeds: the sample std over seeds, averaged "
         "over the features. seeds: the fewest seeds behind a feature."
     )
+    if ICL_CAPTION in features.attrs.get("caption", ""):
+        df.attrs["caption"] += ICL_CAPTION
     return df
 
 
@@ -574,21 +657,30 @@ def figure2_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[t
     """The rows of panels of :func:`figure2`: ``(row title, bars)``, bars = the (model, method) pairs drawn side by
     side for each feature.
 
-    Every model that has a record with ``method != "finetune"`` gets a row (title: its label) with a bar per method
-    it has (``METHODS`` order); models with finetune records only are left out. Without any such model there is one
+    Every model that has a record with ``method != "finetune"`` gets a row (title: its label; a model with icl
+    records: followed by its demonstrations' shots and realised prevalence and strength, and the configured ones
+    where they differ, as the tables' label) with a bar per method it has (``METHODS`` order); models with finetune
+    records only are left out. Without any such model there is one
     row titled ``"finetune"`` with a bar per model (a per-feature view of Figure 1).
     """
     records = _metrics(metrics)
     labels = _model_labels(records)
+    annotations = _icl_annotations(records)
     models = _first_seen(r["model"] for r in records)
     methods = {m: {r["method"] for r in records if r["model"] == m} for m in models}
     several = [m for m in models if methods[m] - {"finetune"}]
     if several:
-        return [(labels[m], [(m, method) for method in METHODS if method in methods[m]]) for m in several]
+        rows = []
+        for m in several:
+            title = _row_label(labels, annotations, m, "icl" if "icl" in methods[m] else "finetune")
+            rows.append((title, [(m, method) for method in METHODS if method in methods[m]]))
+        return rows
     return [("finetune", [(m, "finetune") for m in models])]
 
 
-def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
+def figure2(
+    metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
+) -> list[str]:
     """Figure 2: the spurious gap of every feature per training method, one panel per (row of
     :func:`figure2_rows`, dataset), stacked vertically: the first row's datasets, then the next row's (a wide
     dataset such as SST-2 with 28 features would make side-by-side panels unreadable).
@@ -596,7 +688,8 @@ def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
     x: the dataset's features (all of them in every panel of the dataset), grouped by category (dotted separators,
     category names above the panel, tick labels from :func:`feature_label`); bars: the row's methods (or models,
     when only finetuning ran); height: the mean gap over seeds, error bar: the sample std over seeds (none for one
-    seed).
+    seed). Panel titles: "<dataset>: <row title>", an in-context row's demonstrations (shots, realised and configured
+    prevalence and strength) on a second line. Returns the panel titles, top to bottom.
     """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
@@ -625,6 +718,7 @@ def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
         fig.set_layout_engine("constrained")
         FigureCanvasAgg(fig)
         legend: dict[str, str] = {}
+        titles: list[str] = []
         for i, (title, bars, dataset) in enumerate(panels):
             width = 0.8 / len(bars)
             ax = fig.add_subplot(len(panels), 1, i + 1)
@@ -656,7 +750,9 @@ def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
             ax.set_xticks(range(len(feats)), [_short(feature_label(f)) for f in feats], rotation=90, fontsize=6)
             ax.set_xlim(-0.6, len(feats) - 0.4)
             ax.set_ylabel("spurious gap (%)")
-            ax.set_title(f"{dataset}: {title}", pad=12)
+            # an in-context row's demonstrations on a line of their own
+            titles.append(f"{dataset}: {title}".replace(" [ICL", "\n[ICL"))
+            ax.set_title(titles[-1], pad=12)
             ax.grid(axis="y", linewidth=0.3, alpha=0.6)
             ax.set_axisbelow(True)
         handles = [Patch(color=color, alpha=0.85, label=name) for name, color in legend.items()]
@@ -664,3 +760,4 @@ def figure2(metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, s
             fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
         fig.supxlabel("bars: mean over seeds; error bars: sample std over seeds", fontsize=6)
         _save(fig, png_path, svg_path)
+    return titles
