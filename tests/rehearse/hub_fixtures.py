@@ -23,9 +23,7 @@ the paper configs use is in the layouts.
 from __future__ import annotations
 
 import argparse
-import gzip
 import hashlib
-import json
 import os
 import random
 import re

@@ -1,0 +1,131 @@
+"""The rehearsal fixtures themselves: names copied from the paper configs, the hub loaders reading them as they read
+the hub, and QA featurisation with a RoBERTa-kind (byte-level BPE) tokenizer mapping gold answers back exactly."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from spurious.core.data import load_squad_json
+from spurious.core.qa.features import featurize
+from tests.rehearse import hub_fixtures
+
+REPO = Path(__file__).resolve().parents[2]
+SQUAD = Path(os.environ.get("SPURIOUS_DATA_MIRROR", REPO.parent / "shared" / "data")) / "squad_v1.1" / "dev-v1.1.json.gz"
+
+
+def test_every_hub_name_of_the_paper_configs_is_in_the_layouts():
+    splits, checkpoints = hub_fixtures.config_hub_names()
+    assert hub_fixtures.check_names(hub_fixtures.load_layouts()) == []
+    # the scan sees what the configs name (a regression guard on the scan itself)
+    assert ("nyu-mll/glue", "mnli", "validation_matched") in splits
+    assert ("facebook/anli", None, "test_r3") in splits
+    assert {"roberta-large", "bert-base-cased", "EleutherAI/pythia-12b"} <= checkpoints
+
+
+def test_a_name_missing_from_the_layouts_is_reported(tmp_path):
+    config = tmp_path / "paper-x.yaml"
+    config.write_text(
+        "datasets:\n  a: {splits: {dev: {format: hub, hub: {name: nyu-mll/glue, config: mnli, split: dev_matched}}}}\n"
+        "models:\n  m: {checkpoint: roberta-xl}\n"
+    )
+    missing = hub_fixtures.check_names(hub_fixtures.load_layouts(), [config])
+    assert missing == ["dataset nyu-mll/glue config mnli split dev_matched", "model roberta-xl"]
+
+
+@pytest.fixture(scope="module")
+def roberta_tokenizer():
+    squad = load_squad_json(SQUAD)
+    texts = [*squad["context"].drop_duplicates(), *squad["question"]]
+    return hub_fixtures.train_tokenizer("roberta", texts, vocab_size=3000), squad
+
+
+def test_roberta_kind_tokenizer_has_roberta_inputs_and_trimmed_offsets(roberta_tokenizer):
+    tok, _ = roberta_tokenizer
+    assert tok.model_input_names == ["input_ids", "attention_mask"]  # no token_type_ids
+    enc = tok("Who won?", "The Denver Broncos won.", return_offsets_mapping=True)
+    tokens = tok.convert_ids_to_tokens(enc["input_ids"])
+    assert tokens[0] == "<s>" and tokens.count("</s>") == 3  # <s> A </s></s> B </s>
+    # "Denver" (characters 4-10 of the context): its first token carries the leading-space marker, its offsets not
+    first = [i for i, (a, _) in enumerate(enc["offset_mapping"]) if enc.sequence_ids()[i] == 1 and a == 4]
+    assert len(first) == 1 and tokens[first[0]].startswith("Ġ")
+    assert 4 < enc["offset_mapping"][first[0]][1] <= 10
+
+
+def _inside_word(context: str, start: int, end: int) -> bool:
+    """The answer starts or ends inside a word (a byte-level BPE token may then run past it)."""
+    cut_start = start > 0 and context[start - 1].isalnum() and context[start].isalnum()
+    cut_end = end < len(context) and context[end - 1].isalnum() and context[end].isalnum()
+    return cut_start or cut_end
+
+
+def test_qa_featurisation_with_roberta_kind_tokenizer_maps_every_window_back_to_the_gold_text(roberta_tokenizer):
+    tok, squad = roberta_tokenizer
+    frame = squad.iloc[:600].reset_index(drop=True)
+    # short windows, so that most examples span several and many windows miss the answer
+    feats = featurize(frame, tok, max_length=96, stride=32)
+    assert feats.token_type_ids is None
+    exact = cut = without = 0
+    for w in range(len(feats)):
+        ex = int(feats.example_index[w])
+        context = frame.loc[ex, "context"]
+        start_char = int(frame.loc[ex, "answers"]["answer_start"][0])
+        text = frame.loc[ex, "answers"]["text"][0]
+        end_char = start_char + len(text)
+        offsets = feats.context_offsets[w]
+        in_ctx = offsets[:, 0] >= 0
+        # no context token's offsets include the leading space its BPE token carries
+        spans = [context[s:e] for s, e in offsets[in_ctx]]
+        assert not any(s[:1].isspace() for s in spans), f"window {w}: an offset includes a leading space"
+        s, e = int(feats.start_positions[w]), int(feats.end_positions[w])
+        covered = offsets[in_ctx][0, 0] <= start_char and offsets[in_ctx][-1, 1] >= end_char
+        if not covered:
+            assert s == e == int(feats.cls_index[w]) == 0, f"window {w} without the answer must point at <s>"
+            without += 1
+            continue
+        assert in_ctx[s] and in_ctx[e] and s <= e
+        span = context[offsets[s, 0] : offsets[e, 1]]
+        if span == text:
+            exact += 1
+        else:
+            # only an answer cut inside a word may differ, and then the span holds it whole
+            assert _inside_word(context, start_char, end_char), f"window {w}: {span!r} != {text!r}"
+            assert text in span
+            cut += 1
+    assert len(feats) > len(frame)  # several windows per example
+    assert without > 100 and exact > 10 * max(cut, 1), (exact, cut, without)
+
+
+def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_path):
+    """One QA and one classification dataset written as the datasets cache; read with the project's hub loaders
+    in a fresh process with HF_HUB_OFFLINE (as the rehearsal does)."""
+    layouts = hub_fixtures.load_layouts()
+    cache = tmp_path / "datasets"
+    cache.mkdir()
+    squad = load_squad_json(SQUAD)
+    rows = {split: hub_fixtures.squad_records(squad.iloc[i * 5 :], 5) for i, split in enumerate(["train", "validation"])}
+    hub_fixtures.write_hub_dataset("rajpurkar/squad", "plain_text", layouts["datasets"]["rajpurkar/squad"]["configs"]["plain_text"], rows, cache)
+    hans = layouts["datasets"]["jhu-cogsci/hans"]["configs"]["plain_text"]
+    nli = [
+        {**dict.fromkeys(hans["features"], ""), "premise": "The doctor saw the actor.", "hypothesis": hyp, "label": label,
+         "heuristic": heuristic}
+        for hyp, label, heuristic in [("The actor saw the doctor.", 1, "lexical_overlap"), ("The doctor saw.", 0,
+                                      "subsequence"), ("The doctor saw the actor.", 0, "constituent")]
+    ]
+    nli[1]["label"] = 1
+    hub_fixtures.write_hub_dataset("jhu-cogsci/hans", "plain_text", hans, {"train": nli, "validation": nli}, cache)
+    code = (
+        "from spurious.core import data, classification as c\n"
+        "q = data.load_hub('rajpurkar/squad', None, 'validation')\n"
+        "h = c.load_hub('jhu-cogsci/hans', None, 'validation', group_column='heuristic')\n"
+        "print(list(q['id']), q.iloc[0]['answers']['text'][0], h.attrs['label_names'], list(h['groups']), list(h['label']))\n"
+    )
+    env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
+    assert out.split("] ")[0] + "]" == str(list(squad["id"].iloc[5:10]))
+    assert squad["answers"].iloc[5]["text"][0] in out
+    assert "['entailment', 'non-entailment'] ['lexical_overlap', 'subsequence', 'constituent'] [1, 1, 0]" in out
