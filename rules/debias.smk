@@ -244,12 +244,12 @@ rule scale_search_choice:
 
 
 rule bias_fixed_threshold:
-    """Prediction bias of a model trained on another dataset, on figure4's split at the thresholds that the reference
-    model's search found there (paper §5.2, Fig. 4)."""
+    """Prediction bias of a run on figure4's split at figure4's thresholds (paper §5.2, Fig. 4): App. C's published
+    ones (BERT-base-cased on SQuAD validation) or those a run's own search found there (figure4.thresholds_from)."""
     input:
         predictions="results/predictions/{run}/{dataset}/{split}.parquet",
         heuristics="results/heuristics/{dataset}/{split}.parquet",
-        reference=lambda w: f"results/bias/{figure4_reference_run()}/{w.dataset}/{w.split}/{w.heuristic}.json",
+        reference=figure4_threshold_input,
     output:
         "results/bias_fixed/{run}/{dataset}/{split}/{heuristic}.json",
     log:
@@ -271,5 +271,6 @@ rule bias_fixed_threshold:
         seed=config["bias"]["seed"],
         allow_too_few_rows=config["bias"]["allow_too_few_rows"],
         run=lambda w: parse_run(w.run),
+        thresholds_from=lambda w: figure4_threshold_run() or "appendix_c",
     script:
         "../workflow_scripts/thinktwice/bias_fixed.py"

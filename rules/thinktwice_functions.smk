@@ -88,34 +88,58 @@ def original_runs():
     ]
 
 
+def figure4_reference_run():
+    ref = FIGURE4["reference"]
+    return f"{ref['model']}/seed{ref['seed']}"
+
+
+def figure4_threshold_run():
+    """'<model>/seed<seed>' of the run whose own search on figure4's split gives the thresholds (figure4.
+    thresholds_from: reference or {model, seed}); None for appendix_c (the paper's published thresholds)."""
+    source = FIGURE4["thresholds_from"]
+    if source == "appendix_c":
+        return None
+    if source == "reference":
+        return figure4_reference_run()
+    return f"{source['model']}/seed{source['seed']}"
+
+
 def figure4_runs():
-    """'<model>/seed<seed>' of Figure 4's models trained on other datasets (measured on figure4's split only)."""
-    return [
+    """'<model>/seed<seed>' of the runs measured at figure4's thresholds on its split: the reference run unless the
+    thresholds are its own search, then every seed of the models trained on other datasets (predicted on figure4's
+    split only)."""
+    own = figure4_threshold_run() == figure4_reference_run()
+    return ([] if own else [figure4_reference_run()]) + [
         f"{name}/seed{seed}"
         for name in FIGURE4["models"]
         for seed in config["models"][name]["seeds"]
     ]
 
 
-def figure4_reference_run():
-    ref = FIGURE4["reference"]
-    return f"{ref['model']}/seed{ref['seed']}"
+def figure4_threshold_input(wildcards):
+    """bias_fixed_threshold's thresholds: the source run's search result for the heuristic, none for appendix_c."""
+    run = figure4_threshold_run()
+    if run is None:
+        return []
+    return f"results/bias/{run}/{wildcards.dataset}/{wildcards.split}/{wildcards.heuristic}.json"
 
 
 def figure4_inputs(wildcards):
-    """The reference's own search, the other models at its thresholds, and the Human row on figure4's split."""
+    """The reference's own search when it gives the thresholds, the runs at figure4's thresholds, and the Human row
+    on figure4's split."""
     where = f"{FIGURE4['dataset']}/{FIGURE4['split']}"
     files = {
-        "reference": [
-            f"results/bias/{figure4_reference_run()}/{where}/{h}.json"
-            for h in HEURISTICS
-        ],
         "fixed": [
             f"results/bias_fixed/{run}/{where}/{h}.json"
             for run in figure4_runs()
             for h in HEURISTICS
         ],
     }
+    if figure4_threshold_run() == figure4_reference_run():
+        files["reference"] = [
+            f"results/bias/{figure4_reference_run()}/{where}/{h}.json"
+            for h in HEURISTICS
+        ]
     if (FIGURE4["dataset"], FIGURE4["split"]) in human_splits():
         files["human"] = [f"results/bias/human/{where}/{h}.json" for h in HEURISTICS]
     return files

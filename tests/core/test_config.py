@@ -319,6 +319,35 @@ def test_figure4_references_are_checked():
     assert "figure4.reference.seed': model 'minilm' is not trained with that seed" in str(err.value)
 
 
+def test_figure4_thresholds_from():
+    """Default: App. C's published thresholds (Fig. 4's caption); a run's search must exist on figure4's split."""
+    cfg = _default()
+    cfg["models"]["minilm_nq"] = copy.deepcopy(cfg["models"]["minilm"])
+    cfg["models"]["other"] = copy.deepcopy(cfg["models"]["minilm"])
+    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad", "split": "validation"}
+    assert validate_config(copy.deepcopy(cfg))["figure4"]["thresholds_from"] == "appendix_c"
+    for source in ("reference", "appendix_c"):
+        assert validate_config({**cfg, "figure4": {**cfg["figure4"], "thresholds_from": source}})
+    out = validate_config({**cfg, "figure4": {**cfg["figure4"], "thresholds_from": {"model": "other"}}})
+    assert out["figure4"]["thresholds_from"] == {"model": "other", "seed": 0}
+
+    def problems(source, **changes):
+        bad = copy.deepcopy({**cfg, **changes})
+        bad["figure4"]["thresholds_from"] = source
+        with pytest.raises(ConfigError) as err:
+            validate_config(bad)
+        return str(err.value)
+
+    assert "figure4.thresholds_from.model': unknown model 'nope'" in problems({"model": "nope"})
+    assert "figure4.thresholds_from.seed': model 'other' is not trained with that seed" in problems(
+        {"model": "other", "seed": 5}
+    )
+    assert "figure4.models are only measured at fixed thresholds" in problems({"model": "minilm_nq"})
+    assert "figure4.thresholds_from" in problems("bert")  # neither a mode nor a run
+    not_evaluated = problems("reference", evaluate=[e for e in cfg["evaluate"] if e["split"] != "validation"])
+    assert "not an evaluated split" in not_evaluated
+
+
 def test_a_config_without_datasets_names_every_dangling_reference():
     # issue 14: the embedded config without its datasets failed with KeyError 'squad' in the Snakefile
     cfg = _default()

@@ -144,6 +144,35 @@ def _resources_by_rule(output: str) -> dict[str, dict[str, str]]:
     return resources
 
 
+@pytest.mark.parametrize(
+    ("source", "fixed_runs", "threshold_file"),
+    [
+        # App. C's published thresholds (the default): no search is an input, the SQuAD model is measured at them too
+        ("appendix_c", 4, None),
+        # the workflow's own BERT-base-cased search on SQuAD validation
+        ({"model": "bert_base_cased", "seed": 0}, 4, "results/bias/bert_base_cased/seed0/squad/validation/word-dist.json"),
+        # RoBERTa-large's own search: its row shows that search, only the three others at fixed thresholds
+        ("reference", 3, "results/bias/roberta_large/seed0/squad/validation/word-dist.json"),
+    ],
+)
+def test_figure4_threshold_sources_plan(tmp_path, source, fixed_runs, threshold_file):
+    cfg = yaml.safe_load((REPO / "configs" / "paper-squad.yaml").read_text())
+    cfg["figure4"]["thresholds_from"] = source
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(cfg))
+    proc = snakemake(tmp_path, "-n", "--configfile", str(path), "--forcerun", "figure4_report")
+    assert job_counts(proc.stdout)["bias_fixed_threshold"] == fixed_runs * 7
+    jobs = proc.stdout.split("\nrule ")
+    fixed = [j for j in jobs if j.startswith("bias_fixed_threshold:") and "heuristic=word-dist" in j]
+    assert len(fixed) == fixed_runs
+    inputs = fixed[0].split("input: ", 1)[1].split("\n", 1)[0].split(", ")
+    assert inputs[2:] == ([threshold_file] if threshold_file else [])
+    figure4 = next(j for j in jobs if j.startswith("figure4_report:"))
+    own_search = "results/bias/roberta_large/seed0/squad/validation/word-dist.json"
+    assert (own_search in figure4) == (source == "reference")
+    assert ("results/bias_fixed/roberta_large/seed0/" in figure4) == (source != "reference")
+
+
 def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     proc = snakemake(
         tmp_path, "-n", "--workflow-profile", str(REPO / "profiles" / "slurm"), "--configfile",
@@ -160,24 +189,25 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
     # The paper grid: 6 heuristics x 3 methods and the plain control, a bias model per heuristic, teacher + bias
     # logits; the four pretrained models (Figs. 2-3) and the debiased models predicted on SQuAD and the three OOD
-    # sets; Figure 4's three RoBERTa-large models (trained elsewhere) on SQuAD validation only, at the SQuAD model's
-    # thresholds; the App. B.2.3-4 scale search (8 values x LMix and CReg on word-dist) and its two choices.
+    # sets; Figure 4's three RoBERTa-large models (trained elsewhere) on SQuAD validation only, with the SQuAD one at
+    # App. C's thresholds (4 x 7); the App. B.2.3-4 scale search (8 values x LMix and CReg on word-dist) and its two
+    # choices.
     counts = job_counts(proc.stdout)
     assert counts["train_debiased"] == 18 and counts["train_plain"] == 1 and counts["train_bias_model"] == 6
     assert counts["feature_logits"] == 7 and counts["train"] == 4 + 3
     assert counts["predict"] == (4 + 1 + 18) * 4 + 3 and counts["debias_report"] == 1
-    assert counts["bias_fixed_threshold"] == 3 * 7 and counts["figure4_report"] == 1
+    assert counts["bias_fixed_threshold"] == 4 * 7 and counts["figure4_report"] == 1
     assert counts["scale_search_train"] == counts["scale_search_score"] == 16 and counts["scale_search_choice"] == 2
     assert int(resources["train_debiased"]["runtime"]) >= 1440  # LMix: 60-100k steps (App. D)
     for model in ("bert_base_cased", "roberta_base", "roberta_large", "electra_base", "roberta_large_triviaqa"):
         assert f"results/models/{model}/seed0/training.json" in proc.stdout
     assert "results/bias_fixed/roberta_large_nq/seed0/squad/validation/word-dist.json" in proc.stdout
-    # issue 14: the 693 threshold searches (665 + 21 at fixed thresholds + 7 Human rows) run as one SLURM job per
-    # model run: 23 runs, the three annotators, the Human rows and Figure 4's three models
+    # issue 14: the 700 threshold searches (665 + 28 at fixed thresholds + 7 Human rows) run as one SLURM job per
+    # model run: 23 runs, the three annotators, the Human rows and Figure 4's four models at fixed thresholds
     groups = re.findall(r"Group job (\S+) ", proc.stdout)
-    assert len(groups) == 30 and len(set(groups)) == 30
+    assert len(groups) == 31 and len(set(groups)) == 31
     assert {"bias_roberta_large/seed0", "bias_bert_base_cased/lmix/word-dist/seed0", "bias_human"} <= set(groups)
-    assert "bias_fixed_roberta_large_nq/seed0" in groups
+    assert {"bias_fixed_roberta_large_nq/seed0", "bias_fixed_roberta_large/seed0"} <= set(groups)
     # The embedded default's model is not merged in.
     assert "minilm" not in proc.stdout
     # GPU requests live only in the profile: without it no job asks for a GPU.

@@ -360,7 +360,43 @@ def test_figure4_table_reference_fixed_and_human() -> None:
     t = df.set_index("model")
     assert t.loc["roberta_large_nq", "word-dist"] == 3.62 and t.loc["roberta_large", "ans-pos"] == 0.0
     assert "roberta_large: its own search" in df.attrs["caption"] and "same segments" in df.attrs["caption"]
+    assert "Thresholds: roberta_large's own search. roberta_large: its own search" in df.attrs["caption"]
+    assert list(df["thresholds from"]) == ["own search", "roberta_large/seed0", "own search (per annotator)"]
     with pytest.raises(ValueError, match="several splits"):
         report.figure4_table(reference, [result("x", "word-dist", 1.0, split="train")])
-    with pytest.raises(ValueError, match="needs the reference"):
+    with pytest.raises(ValueError, match="needs the results of the runs measured"):
         report.figure4_table(reference, [])
+
+
+def test_figure4_at_appendix_c_thresholds(tmp_path: Path) -> None:
+    """Fig. 4's caption: splits "maximal for the SQuAD-trained model (Appx. C)": App. C's published BERT-base-cased
+    thresholds (word-dist 7, ans-len 4, cos-sim 0.1; ans-pos none), the SQuAD model among the fixed rows."""
+    ref = paper_values.appendix_c_reference("word-dist")
+    assert (ref["found"], ref["threshold"]) == (True, 7.0)
+    assert paper_values.appendix_c_reference("cos-sim")["threshold"] == 0.1
+    assert paper_values.appendix_c_reference("ans-pos")["found"] is False
+    assert paper_values.appendix_c_reference("ans-pos")["threshold"] is None
+    source = paper_values.APPENDIX_C_SOURCE
+    fixed = [
+        result("roberta_large", "word-dist", 4.0, split="validation", threshold_from=source),
+        result("roberta_large", "ans-pos", 0.0, found=False, split="validation", threshold_from=source),
+        result("roberta_large_nq", "word-dist", 3.62, split="validation", threshold_from=source),
+        result("roberta_large_nq", "ans-pos", 0.0, found=False, split="validation", threshold_from=source),
+    ]
+    human = [result("Human", "word-dist", 0.3, split="validation", annotator=1)]
+    df = report.figure4_table([], fixed, human)
+    assert list(df["model"]) == ["roberta_large", "roberta_large_nq", "Human"]
+    assert list(df["thresholds from"]) == [source, source, "own search (per annotator)"]
+    assert df.attrs["thresholds_from"] == source
+    caption = df.attrs["caption"]
+    assert caption.startswith(
+        "Figure 4 (§5.2): prediction bias on squad/validation (EM, points). Thresholds: Appendix C (the optimal "
+        "thresholds of BERT-base-cased on SQuAD validation, as published). Every model is measured at those "
+        "thresholds, so all are cut into the same segments"
+    )
+    assert "its own search" not in caption
+    t = df.set_index("model")
+    assert t.loc["roberta_large", "word-dist"] == 4.0 and t.loc["roberta_large_nq", "ans-pos"] == 0.0
+    report.write_table(df, tmp_path / "f4.csv", tmp_path / "f4.md")
+    assert "thresholds from" in (tmp_path / "f4.csv").read_text().splitlines()[0]
+    assert "Thresholds: Appendix C" in (tmp_path / "f4.md").read_text()

@@ -1,19 +1,24 @@
-"""Adapter: prediction bias of a run on one split at the threshold the reference model's search found there (§5.2,
-Fig. 4)."""
+"""Adapter: prediction bias of a run on one split at Figure 4's threshold (§5.2): the paper's published App. C one
+(thresholds_from: appendix_c) or the one a run's own search found there."""
 
 from typing import TYPE_CHECKING
 
 import pandas as pd
 
 from spurious.core import data, io, runlog
-from spurious.thinktwice import bias
+from spurious.thinktwice import bias, paper_values
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
-reference = io.read_json(snakemake.input.reference)
+if snakemake.params.thresholds_from == "appendix_c":
+    reference = paper_values.appendix_c_reference(w.heuristic)
+    threshold_from = paper_values.APPENDIX_C_SOURCE
+else:
+    reference = io.read_json(snakemake.input.reference)
+    threshold_from = f"{reference['run']} on {reference['dataset']}/{reference['split']}"
 run = snakemake.params.run
 identity = {"model": run["model"], "model_seed": run["seed"], "method": run["method"], "addressed": run["addressed"]}
 meta = {
@@ -21,7 +26,7 @@ meta = {
     "run": w.run,
     "dataset": w.dataset,
     "split": w.split,
-    "threshold_from": f"{reference['run']} on {reference['dataset']}/{reference['split']}",
+    "threshold_from": threshold_from,
 }
 if not reference["found"]:
     # No threshold on the reference split: nothing to apply; reported as 0, as the paper reports a missing one.

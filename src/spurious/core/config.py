@@ -255,7 +255,28 @@ def _check_references(cfg: dict[str, Any]) -> None:
         if reference["model"] in cfg["models"] and reference["seed"] not in cfg["models"][reference["model"]]["seeds"]:
             problems.append(f"config key 'figure4.reference.seed': model {reference['model']!r} is not trained with that seed")
         if reference["model"] in figure4["models"]:
-            problems.append("config key 'figure4.models': the reference model is measured by its own search, not listed")
+            problems.append("config key 'figure4.models': the reference model is the figure's first row, not listed")
+        source = figure4["thresholds_from"]
+        searched = reference if source == "reference" else source if isinstance(source, Mapping) else None
+        if searched is not None:
+            # a run's own threshold search on figure4's split: the run must be searched there (an evaluated split)
+            if source is not reference and searched["model"] not in cfg["models"]:
+                problems.append(f"config key 'figure4.thresholds_from.model': unknown model {searched['model']!r}")
+            elif source is not reference and searched["seed"] not in cfg["models"][searched["model"]]["seeds"]:
+                problems.append(
+                    f"config key 'figure4.thresholds_from.seed': model {searched['model']!r} is not trained with that seed"
+                )
+            if searched["model"] in figure4["models"]:
+                problems.append(
+                    "config key 'figure4.thresholds_from': figure4.models are only measured at fixed thresholds, they "
+                    "have no threshold search"
+                )
+            where = (figure4["dataset"], figure4["split"])
+            if where not in {(e["dataset"], e["split"]) for e in cfg["evaluate"]}:
+                problems.append(
+                    f"config key 'figure4.thresholds_from': the thresholds come from a threshold search on "
+                    f"{where[0]}/{where[1]}, which is not an evaluated split (evaluate)"
+                )
     if cfg.get("debias"):
         check_ref(cfg["debias"].get("train"), "debias.train")
         check_ref(cfg["debias"].get("threshold_from"), "debias.threshold_from")

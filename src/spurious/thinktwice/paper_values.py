@@ -18,6 +18,7 @@ about the Exact-match 97.5% quantile of the worse-performing segment (0 where th
 - ``OOD_PERFORMANCE``: ``ood_performance_models.csv`` (Figure 3; the paper's caption says F1, the script logs EM and F1).
 - ``APPENDIX_C_THRESHOLDS`` / ``APPENDIX_C_WORSE_SIZE``: the paper's Appendix C, the optimal thresholds of BERT-BASE-CASED
   on SQuAD validation (n = 10,570) and the sizes of the under-performing groups. ans-pos has none (no threshold).
+  ``appendix_c_reference(h)`` gives one as a search-result-like record (Figure 4's default thresholds).
 
 ``paper_run(name)`` looks any of these rows up by name (case-insensitive): a model name (``"BERT-Base"``), an OOD run
 (``"RoBERTa-Large_Adv"``), a debiasing method (``"ReSam"``, ``"LMix"``, ``"LMix-new"``, ``"CReg"``; also
@@ -27,6 +28,7 @@ about the Exact-match 97.5% quantile of the worse-performing segment (0 where th
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 HEURISTIC_ORDER: tuple[str, ...] = ("ans-len", "word-dist", "cos-sim", "sim-ents", "sim-word", "subj-pos", "ans-pos")
 """The paper's heuristic order (its figures sort the heuristics by average bias)."""
@@ -133,6 +135,23 @@ APPENDIX_C_THRESHOLDS: dict[str, float] = {
     "sim-ents": 0,
     "subj-pos": 1,
 }
+
+APPENDIX_C_SOURCE = "Appendix C (the optimal thresholds of BERT-base-cased on SQuAD validation, as published)"
+"""How results measured at :data:`APPENDIX_C_THRESHOLDS` name their thresholds' source (``threshold_from``)."""
+
+
+def appendix_c_reference(heuristic: str) -> dict[str, Any]:
+    """App. C's threshold for ``heuristic`` in the layout of a threshold search result (``found``, ``threshold``),
+    for measuring a model at it (Fig. 4: "identified as maximal for the SQuAD-trained model (Appx. C)"); ans-pos
+    (and any heuristic App. C does not list) has none: ``found`` False, ``threshold`` None."""
+    threshold = APPENDIX_C_THRESHOLDS.get(heuristic)
+    return {
+        "heuristic": heuristic,
+        "found": threshold is not None,
+        "threshold": None if threshold is None else float(threshold),
+        "threshold_from": APPENDIX_C_SOURCE,
+    }
+
 
 #: Appendix C: the sizes of the under-performing groups at those thresholds (of n = 10,570).
 APPENDIX_C_WORSE_SIZE: dict[str, int] = {

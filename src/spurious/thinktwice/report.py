@@ -276,24 +276,40 @@ def figure4_table(
     fixed: Sequence[Mapping[str, Any]],
     human: Sequence[Mapping[str, Any]] = (),
 ) -> pd.DataFrame:
-    """Figure 4 (§5.2) as a table: the reference model's prediction bias at its own best thresholds, then every model
-    trained on another dataset at those same thresholds (:func:`spurious.thinktwice.bias.measure_at_threshold` results: 0 where
-    the reference found none, or where the segments' intervals overlap), then the Human row; the layout of
-    :func:`bias_table`. Every result must be on the same dataset and split."""
+    """Figure 4 (§5.2) as a table, in the layout of :func:`bias_table` with a ``thresholds from`` column after
+    ``dataset``: the reference model's prediction bias at its own best thresholds when its search gives the
+    thresholds (``reference``; empty otherwise), then every run measured at the figure's thresholds
+    (:func:`spurious.thinktwice.bias.measure_at_threshold` results, each naming its source in ``threshold_from``:
+    App. C's published thresholds or a run's search; 0 where the source has no threshold, or where the segments'
+    intervals overlap), then the Human row (its own searches). Every result must be on the same dataset and split.
+    The caption names the thresholds' source, as does ``df.attrs["thresholds_from"]``."""
     results = [*reference, *fixed, *human]
-    if not reference or not fixed:
-        raise ValueError("Figure 4 needs the reference model's search results and the other models' fixed-threshold results")
+    if not fixed:
+        raise ValueError("Figure 4 needs the results of the runs measured at the figure's thresholds")
     where = {(str(r.get("dataset")), str(r.get("split"))) for r in results}
     if len(where) != 1:
         raise ValueError(f"Figure 4 results come from several splits: {sorted(where)}")
+    ref_models = list(dict.fromkeys(str(r.get("model")) for r in reference))
+    sources = list(dict.fromkeys(str(r["threshold_from"]) for r in fixed if r.get("threshold_from"))) or ["?"]
     df = bias_table(results)
-    ref_models = sorted({str(r.get("model")) for r in reference})
+    per_model: dict[str, str] = {m: "own search" for m in ref_models}
+    for r in fixed:
+        per_model.setdefault(str(r.get("model")), str(r.get("threshold_from") or "?"))
+    for r in human:
+        per_model.setdefault(str(r.get("model")), "own search (per annotator)")
+    df.insert(2, "thresholds from", [per_model.get(str(m), "?") for m in df["model"]])
     dataset, split = next(iter(where))
+    if ref_models:
+        source = f"{', '.join(ref_models)}'s own search"
+        rows = f"{', '.join(ref_models)}: its own search, as in the bias table; every other model at those thresholds"
+    else:
+        source = "; ".join(sources)
+        rows = "Every model is measured at those thresholds"
+    df.attrs["thresholds_from"] = source
     df.attrs["caption"] = (
-        f"Figure 4 (§5.2): prediction bias on {dataset}/{split} (EM, points). {', '.join(ref_models)}: its own search, "
-        "as in the bias table; every other model at the thresholds that search found, so all are cut into the same "
-        "segments (0 = the reference found no threshold, or the intervals overlap there; no search maximises "
-        f"these values); {_settings_text(results)}."
+        f"Figure 4 (§5.2): prediction bias on {dataset}/{split} (EM, points). Thresholds: {source}. {rows}, so all "
+        "are cut into the same segments (0 = the source has no threshold for the heuristic, or the intervals overlap "
+        f"there; no search maximises these values); {_settings_text(results)}."
         + (" Human = the minimum over the three annotators' own searches, as in the bias table." if human else "")
     )
     return df
