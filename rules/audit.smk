@@ -22,11 +22,10 @@ rule audit:
         runtime=60,
     params:
         spec=lambda w: AUDIT[w.name],
-        # QA: the workflow's own bias settings and heuristics, so the audit of a workflow model repeats its numbers
-        bias={
-            k: config["bias"][k]
-            for k in ("sample_size", "iterations", "with_replacement", "seed")
-        },
-        heuristics=config["heuristics"]["names"],
+        # QA: the dicts the heuristics and bias rules take their params from (rules/thinktwice_functions.smk): the
+        # same heuristic definitions (names, compat, variants) and the same search settings and small-sample rule,
+        # so the audit of a workflow model repeats the workflow's numbers
+        bias=bias_search_settings(),
+        heuristics=heuristic_definitions(),
     script:
         "../workflow_scripts/audit/audit.py"

@@ -21,11 +21,7 @@ rule bias:
         mem_mb=BIAS_SEARCH_MEM_MB,
         runtime=BIAS_SEARCH_RUNTIME,
     params:
-        sample_size=config["bias"]["sample_size"],
-        iterations=config["bias"]["iterations"],
-        with_replacement=config["bias"]["with_replacement"],
-        seed=config["bias"]["seed"],
-        allow_too_few_rows=config["bias"]["allow_too_few_rows"],
+        **bias_search_settings(),
         run=lambda w: parse_run(w.run),
     script:
         "../workflow_scripts/thinktwice/bias.py"

@@ -265,11 +265,7 @@ rule bias_fixed_threshold:
         mem_mb=BIAS_SEARCH_MEM_MB,
         runtime=BIAS_SEARCH_RUNTIME,
     params:
-        sample_size=config["bias"]["sample_size"],
-        iterations=config["bias"]["iterations"],
-        with_replacement=config["bias"]["with_replacement"],
-        seed=config["bias"]["seed"],
-        allow_too_few_rows=config["bias"]["allow_too_few_rows"],
+        **bias_search_settings(),
         run=lambda w: parse_run(w.run),
         thresholds_from=lambda w: figure4_threshold_run() or "appendix_c",
     script:

@@ -18,8 +18,6 @@ rule heuristics:
     resources:
         mem_mb=4000,
     params:
-        names=config["heuristics"]["names"],
-        compat=config["heuristics"]["compat"],
-        variants=config["heuristics"]["variants"],
+        **heuristic_definitions(),
     script:
         "../workflow_scripts/thinktwice/heuristics.py"

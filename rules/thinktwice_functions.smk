@@ -214,6 +214,29 @@ def report_files():
     )
 
 
+def heuristic_definitions():
+    """The heuristics' definitions: names, compat mode and paper-text variants. The heuristics rule computes the
+    values with them and the QA audit (rules/audit.smk) takes the same dict, so the two cannot drift apart.
+    """
+    h = config["heuristics"]
+    return {"names": h["names"], "compat": h["compat"], "variants": h["variants"]}
+
+
+def bias_search_settings():
+    """The threshold search's settings and its small-sample rule (allow_too_few_rows): the bias rules pass them to
+    the search, and the QA audit (rules/audit.smk) takes the same dict."""
+    return {
+        k: config["bias"][k]
+        for k in (
+            "sample_size",
+            "iterations",
+            "with_replacement",
+            "seed",
+            "allow_too_few_rows",
+        )
+    }
+
+
 def tfidf_reference_input(wildcards):
     ref = config["heuristics"].get("tfidf_reference")
     return {"tfidf_reference": split_file(ref["dataset"], ref["split"])} if ref else {}

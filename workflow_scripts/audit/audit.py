@@ -22,7 +22,7 @@ run_audit(
     features=spec["features"],
     tfidf_reference=inputs.get("tfidf_reference"),
     bias_settings=snakemake.params.bias,
-    heuristic_names=snakemake.params.heuristics,
+    heuristic_settings=snakemake.params.heuristics,
     threads=snakemake.threads,
     log_fn=log.info,
 )

@@ -7,7 +7,7 @@ import argparse
 import logging
 import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -105,13 +105,18 @@ def run_audit(
     tokens: tuple[str, ...] = (),
     features: list[str] | None = None,
     tfidf_reference: str | None = None,
-    bias_settings: dict[str, Any] | None = None,
-    heuristic_names: list[str] | None = None,
+    bias_settings: Mapping[str, Any] | None = None,
+    heuristic_settings: Mapping[str, Any] | None = None,
     device: str = "auto",
     threads: int = 1,
     log_fn: Callable[[str], None] | None = None,
 ) -> dict[str, Any]:
-    """Run the audit and write ``audit.json`` and ``report.html`` into ``out``; returns the result."""
+    """Run the audit and write ``audit.json`` and ``report.html`` into ``out``; returns the result.
+
+    QA: ``bias_settings`` are the threshold search's (``sample_size``, ``iterations``, ``with_replacement``, ``seed``,
+    ``allow_too_few_rows``) and ``heuristic_settings`` the heuristics' definitions (``names``, ``compat``,
+    ``variants``): the workflow's audit rule passes the dicts its bias and heuristics rules take their params from,
+    so that the audit repeats the workflow's numbers."""
     import spurious
     from spurious.audit import report
 
@@ -122,10 +127,14 @@ def run_audit(
         check_qa_model(model)
         path, why = (data, "given with --data") if data else (str(_mirror_file(SQUAD_DEV)), default_data("qa", None)[1])
         frame = read_qa(path)
+        frame.attrs["source"] = str(path)
         # one context per question, as the workflow's heuristics rule fits cos-sim's TF-IDF
         contexts = read_qa(tfidf_reference, on_invalid="drop")["context"].tolist() if tfidf_reference else None
+        definitions = dict(heuristic_settings or {})
         emit(f"QA audit of {model} on {path} ({len(frame)} questions; {why})")
-        result = audit_qa(model, frame, heuristics=heuristic_names, tfidf_contexts=contexts, threads=threads,
+        result = audit_qa(model, frame, heuristics=definitions.get("names"), compat=definitions.get("compat"),
+                          variants=definitions.get("variants"), tfidf_contexts=contexts,
+                          tfidf_source=str(tfidf_reference) if tfidf_reference else None, threads=threads,
                           predict_settings={"device": device}, log=emit, **(bias_settings or {}))
     elif task == "classification":
         from spurious.audit.classification import audit_classification, match_labels, model_label_names
@@ -165,6 +174,17 @@ def run_audit(
     return result
 
 
+def parse_variants(items: list[str] | None) -> dict[str, str]:
+    """``--variant HEURISTIC=NAME`` arguments as a dict (the names are checked by compute_heuristics)."""
+    variants: dict[str, str] = {}
+    for item in items or ():
+        heuristic, sep, name = item.partition("=")
+        if not sep or not heuristic.strip() or not name.strip():
+            raise AuditInputError(f"--variant {item!r}: expected HEURISTIC=NAME, e.g. word-dist=between")
+        variants[heuristic.strip()] = name.strip()
+    return variants
+
+
 def add_parser(sub: Any) -> None:
     p = sub.add_parser(
         "audit",
@@ -183,8 +203,19 @@ def add_parser(sub: Any) -> None:
                    help="classification: SpuriousBench insertion features (default: punctuation and prefixes)")
     p.add_argument("--tfidf-reference", default=None, metavar="FILE",
                    help="QA: fit cos-sim's TF-IDF on this file's contexts (the workflow uses the training split)")
+    p.add_argument("--compat", choices=("isbiased",), default=None,
+                   help="QA: the authors' (isbiased) heuristic code, bugs included (heuristics.compat in a config); "
+                   "default: the fixed definitions")
+    p.add_argument("--variant", action="append", metavar="HEURISTIC=NAME",
+                   help="QA: a heuristic's paper-text definition, e.g. word-dist=between (heuristics.variants); "
+                   "repeatable")
     p.add_argument("--sample-size", type=int, default=400, help="QA: bootstrap sample size (default 400, the demo's)")
     p.add_argument("--iterations", type=int, default=100, help="QA: bootstrap draws (default 100)")
+    p.add_argument("--seed", type=int, default=0, help="QA: the bootstrap's sampling seed (default 0)")
+    p.add_argument("--with-replacement", action="store_true", help="QA: draw the bootstrap samples with replacement")
+    p.add_argument("--allow-too-few-rows", action="store_true",
+                   help="QA: report 'no threshold' instead of failing when the data has fewer than 2 x --sample-size "
+                   "questions (bias.allow_too_few_rows)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
     p.add_argument("--threads", type=int, default=1, metavar="N", help="QA: processes for the heuristics' spaCy work")
     p.set_defaults(func=cmd_audit)
@@ -202,7 +233,9 @@ def cmd_audit(args: argparse.Namespace) -> int:
             label_names=args.label_names.split(",") if args.label_names else None,
             tokens=tuple(args.insert_token), features=args.features.split(",") if args.features else None,
             tfidf_reference=args.tfidf_reference, device=args.device, threads=args.threads, log_fn=progress,
-            bias_settings={"sample_size": args.sample_size, "iterations": args.iterations},
+            bias_settings={"sample_size": args.sample_size, "iterations": args.iterations, "seed": args.seed,
+                           "with_replacement": args.with_replacement, "allow_too_few_rows": args.allow_too_few_rows},
+            heuristic_settings={"compat": args.compat, "variants": parse_variants(args.variant)},
         )
     except AuditInputError as exc:
         raise InputError(str(exc)) from None

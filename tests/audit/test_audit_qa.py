@@ -1,0 +1,226 @@
+"""The QA audit takes the workflow's heuristic definitions and small-sample rule: the audit rule's params are the dicts
+the heuristics and bias rules take theirs from (read from the parsed workflow), and with them the audit's heuristic
+values, threshold searches and Human reference equal the workflow's library calls, under the authors' definitions
+(compat isbiased, as configs/paper-squad.yaml) where word-dist's differ from the default's. The model's predictions
+are stubbed: what is compared is everything after them."""
+
+from __future__ import annotations
+
+import json
+import os
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+import yaml
+
+from spurious.audit import verdict
+from spurious.audit.classification import AuditInputError
+from spurious.audit.command import read_qa, run_audit
+from spurious.core.data import write_qa_parquet
+from spurious.core.metrics import score_predictions
+from spurious.thinktwice.bias import InsufficientRowsError, human_bias, human_scores, search_threshold
+from spurious.thinktwice.heuristics import compute_heuristics
+from tests.conftest import REPO, SQUAD_DEV
+
+# paper-squad.yaml (compat isbiased) with four heuristics that need no spaCy parse and a sample size for 160 questions
+OVERRIDES = {
+    "heuristics": {"names": ["word-dist", "sim-word", "cos-sim", "ans-len"]},
+    "debias": {"heuristics": ["word-dist", "ans-len"]},
+    "bias": {"sample_size": 20, "iterations": 20},
+    "audit": {
+        "qa_user": {"model": "someone/squad-model", "task": "qa", "data": {"dataset": "squad", "split": "validation"}},
+        "qa_own_reference": {"model": "someone/squad-model", "task": "qa",
+                             "data": {"dataset": "squad", "split": "validation"},
+                             "tfidf_reference": {"dataset": "squad", "split": "validation"}},
+    },
+}
+
+
+@pytest.fixture(scope="module")
+def workflow(tmp_path_factory):
+    """The parsed workflow under paper-squad.yaml plus OVERRIDES (Snakemake's API, no job runs): the rules' params
+    and the audit's input function, as Snakemake hands them to the scripts."""
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import ConfigSettings, OutputSettings, ResourceSettings
+
+    work = tmp_path_factory.mktemp("parsed")
+    extra = work / "overrides.yaml"
+    extra.write_text(yaml.safe_dump(OVERRIDES))
+    cwd = os.getcwd()
+    try:
+        with SnakemakeApi(OutputSettings()) as api:
+            parsed = api.workflow(
+                resource_settings=ResourceSettings(cores=1),
+                config_settings=ConfigSettings(configfiles=[REPO / "configs" / "paper-squad.yaml", extra]),
+                snakefile=REPO / "Snakefile",
+                workdir=work,
+            )._workflow
+            params = {rule: dict(parsed.get_rule(rule).params.items()) for rule in ("heuristics", "bias", "audit")}
+            params["bias_fixed_threshold"] = dict(parsed.get_rule("bias_fixed_threshold").params.items())
+            inputs = {name: parsed.globals["audit_inputs"](SimpleNamespace(name=name)) for name in OVERRIDES["audit"]}
+            inputs["heuristics rule"] = parsed.globals["tfidf_reference_input"](SimpleNamespace())
+    finally:
+        os.chdir(cwd)
+    return params, inputs
+
+
+def test_the_audit_rule_takes_the_heuristics_and_bias_rules_params(workflow):
+    params, inputs = workflow
+    audit, heuristics, bias = params["audit"], params["heuristics"], params["bias"]
+    assert audit["heuristics"] == heuristics == {"names": OVERRIDES["heuristics"]["names"], "compat": "isbiased",
+                                                 "variants": {}}
+    searched = {k: v for k, v in bias.items() if k != "run"}
+    assert audit["bias"] == searched == {"sample_size": 20, "iterations": 20, "with_replacement": False, "seed": 0,
+                                         "allow_too_few_rows": False}
+    assert {k: v for k, v in params["bias_fixed_threshold"].items() if k in searched} == searched
+    # cos-sim's TF-IDF: the heuristics rule's reference (paper-squad: SQuAD train) unless the audit names its own
+    assert inputs["qa_user"]["tfidf_reference"] == inputs["heuristics rule"]["tfidf_reference"]
+    assert inputs["qa_own_reference"]["tfidf_reference"] == inputs["qa_own_reference"]["data"]
+    assert inputs["qa_own_reference"]["tfidf_reference"] != inputs["heuristics rule"]["tfidf_reference"]
+
+
+@pytest.fixture(scope="module")
+def squad(tmp_path_factory):
+    """160 SQuAD dev questions to audit and 300 others whose contexts fit cos-sim's TF-IDF, as parquet files."""
+    work = tmp_path_factory.mktemp("squad")
+    dev = read_qa(SQUAD_DEV)
+    frame, reference = dev.iloc[:160].reset_index(drop=True), dev.iloc[160:460].reset_index(drop=True)
+    write_qa_parquet(frame, work / "data.parquet")
+    write_qa_parquet(reference, work / "reference.parquet")
+    return work, frame, reference
+
+
+def stub_model(monkeypatch, predictions: dict[str, str] | None) -> dict[str, int]:
+    """The audit with ``predictions`` as its model's answers (None: predicting fails the test); returns a counter."""
+    calls = {"predict": 0}
+
+    def predict(model, data, settings=None, log=None):
+        calls["predict"] += 1
+        assert predictions is not None, "the audit predicted although it had to stop before"
+        return {i: predictions[i] for i in data["id"]}
+
+    monkeypatch.setattr("spurious.audit.qa.check_qa_model", lambda model: None)
+    monkeypatch.setattr("spurious.core.qa.predict_qa", predict)
+    return calls
+
+
+def workflow_numbers(frame, reference, predictions, heuristics, bias):
+    """What the workflow's adapters compute: heuristics (workflow_scripts/thinktwice/heuristics.py), the model's
+    and each annotator's search (bias.py, human_predictions.py) and the Human row (human_bias.py)."""
+    search = {k: v for k, v in bias.items() if k != "run"}
+    values = compute_heuristics(frame, heuristics["names"], compat=heuristics["compat"],
+                                variants=dict(heuristics["variants"]), tfidf_contexts=reference["context"].tolist())
+    scores = score_predictions(frame, predictions)
+    model = {h: search_threshold(values[h].to_numpy(), scores["em"].to_numpy(), scores["f1"].to_numpy(), heuristic=h,
+                                 **search) for h in heuristics["names"]}
+    by_id = values.set_index("id")
+    annotators = [
+        {h: search_threshold(by_id.loc[s["id"], h].to_numpy(), s["em"].to_numpy(), s["f1"].to_numpy(), heuristic=h,
+                             **search) for h in heuristics["names"]}
+        for s in human_scores(frame)
+    ]
+    return values, model, human_bias(annotators)
+
+
+@pytest.fixture(scope="module")
+def compat_audit(workflow, squad, tmp_path_factory):
+    """The audit through run_audit with the audit rule's params (as workflow_scripts/audit/audit.py passes them),
+    beside the workflow's numbers; the stub model answers right exactly where compat word-dist is at most its median
+    (so that word-dist's definition decides its bias)."""
+    params, _ = workflow
+    work, frame, reference = squad
+    names = params["heuristics"]["names"]
+    compat_values = compute_heuristics(frame, names, compat="isbiased", tfidf_contexts=reference["context"].tolist())
+    wd = compat_values["word-dist"]
+    median = wd[wd >= 0].median()
+    predictions = {i: (a["text"][0] if v <= median else "no such answer")
+                   for i, a, v in zip(frame["id"], frame["answers"], wd, strict=True)}
+    model_dir = tmp_path_factory.mktemp("model")
+    with pytest.MonkeyPatch.context() as mp:
+        stub_model(mp, predictions)
+        result = run_audit(str(model_dir), "qa", work / "audit", data=str(work / "data.parquet"),
+                           tfidf_reference=str(work / "reference.parquet"), bias_settings=params["audit"]["bias"],
+                           heuristic_settings=params["audit"]["heuristics"])
+    values, model, human = workflow_numbers(frame, reference, predictions, params["heuristics"], params["bias"])
+    default = dict(params["heuristics"], compat=None)
+    default_values, default_model, _ = workflow_numbers(frame, reference, predictions, default, params["bias"])
+    return SimpleNamespace(result=result, out=work / "audit", values=values, model=model, human=human,
+                           default_values=default_values, default_model=default_model)
+
+
+def test_compat_audit_repeats_the_workflows_heuristics_bias_and_human_rows(compat_audit):
+    c = compat_audit
+    # the case is one where the definitions matter: compat's word-dist differs from the default's, values and bias
+    assert (c.values["word-dist"] != c.default_values["word-dist"]).sum() > 0
+    assert c.model["word-dist"]["prediction_bias"] != c.default_model["word-dist"]["prediction_bias"]
+    result = c.result
+    assert result["heuristic_settings"] == {"names": OVERRIDES["heuristics"]["names"], "compat": "isbiased",
+                                            "variants": {}, "tfidf_contexts": str(c.out.parent / "reference.parquet")}
+    assert result["bias_settings"]["allow_too_few_rows"] is False
+    keys = ("found", "reason", "threshold", "prediction_bias", "distance_em", "biased_group", "n_evaluated",
+            "n_dropped_negative")
+    for h, ours in c.model.items():
+        assert {k: result["model_bias"][h][k] for k in keys} == {k: ours[k] for k in keys}, h
+        assert result["human_bias"][h]["prediction_bias"] == c.human[h]["prediction_bias"], h
+        row = next(r for r in result["bias"] if r["heuristic"] == h)
+        assert row["flagged"] == verdict.qa_flagged(ours["prediction_bias"], c.human[h]["prediction_bias"])
+        assert row["effect_size_class"] == verdict.effect_class(ours["prediction_bias"])
+    assert c.model["word-dist"]["found"] and c.result["model_bias"]["word-dist"]["prediction_bias"] > 0
+    # the files hold the same, with the rule and the classes
+    saved = json.loads((c.out / "audit.json").read_text())
+    assert saved["verdict_rule"]["effect_size"]["negligible_below"] == 1.0
+    assert [r["effect class"] for r in saved["summary"]] == [r["effect_size_class"] for r in result["bias"]]
+
+
+def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypatch):
+    """Fewer than twice the sample size of questions: the workflow's search fails (bias.allow_too_few_rows false),
+    and so does the audit, before predicting, naming the sizes and the fix; exactly twice the sample size passes
+    both. With allow_too_few_rows both report every heuristic without a threshold (too_few_rows, bias 0)."""
+    params, _ = workflow
+    work, frame, reference = squad
+    n = 2 * params["bias"]["sample_size"]
+    names = params["heuristics"]["names"]
+    search = {k: v for k, v in params["bias"].items() if k != "run"}
+    for rows in (n - 1, n):  # the workflow's bias rule: fails below twice the sample size, searches from it on
+        values, scores = np.arange(rows, dtype=float), np.full(rows, 100.0)
+        if rows < n:
+            with pytest.raises(InsufficientRowsError, match=f"{rows} rows cannot give two segments of sample_size {n // 2}"):
+                search_threshold(values, scores, scores, heuristic="ans-len", **search)
+        else:
+            assert search_threshold(values, scores, scores, heuristic="ans-len", **search)["reason"] != "too_few_rows"
+
+    small = work / "small.parquet"
+    write_qa_parquet(frame.iloc[: n - 1].reset_index(drop=True), small)
+    calls = stub_model(monkeypatch, None)
+    with pytest.raises(AuditInputError, match=f"{n - 1} questions cannot give two segments of sample_size {n // 2}"):
+        run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small), tfidf_reference=str(work / "reference.parquet"),
+                  bias_settings=params["audit"]["bias"], heuristic_settings=params["audit"]["heuristics"])
+    assert calls["predict"] == 0 and not (tmp_path / "out" / "audit.json").exists()
+
+    predictions = {i: a["text"][0] for i, a in zip(frame["id"], frame["answers"], strict=True)}
+    stub_model(monkeypatch, predictions)
+    enough = work / "enough.parquet"
+    write_qa_parquet(frame.iloc[:n].reset_index(drop=True), enough)
+    at_boundary = run_audit(str(tmp_path), "qa", tmp_path / "boundary", data=str(enough),
+                            tfidf_reference=str(work / "reference.parquet"), bias_settings=params["audit"]["bias"],
+                            heuristic_settings=params["audit"]["heuristics"])
+    _, model, _ = workflow_numbers(frame.iloc[:n].reset_index(drop=True), reference, predictions, params["heuristics"],
+                                   params["bias"])
+    assert {h: r["prediction_bias"] for h, r in at_boundary["model_bias"].items()} == {
+        h: r["prediction_bias"] for h, r in model.items()}
+
+    allowed = dict(params["audit"]["bias"], allow_too_few_rows=True)
+    result = run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small), tfidf_reference=str(work / "reference.parquet"),
+                       bias_settings=allowed, heuristic_settings=params["audit"]["heuristics"])
+    _, model, _ = workflow_numbers(frame.iloc[: n - 1].reset_index(drop=True), reference, predictions,
+                                   params["heuristics"], allowed)
+    for h in names:
+        assert model[h]["found"] is False and model[h]["reason"] == "too_few_rows" and model[h]["prediction_bias"] == 0
+        ours = result["model_bias"][h]
+        assert (ours["found"], ours["reason"], ours["prediction_bias"]) == (False, "too_few_rows", 0.0), h
+    # no Human reference below twice the sample size (stated); every verdict as the workflow's Human row of 0 gives
+    assert result["human_bias"] is None and "fewer than twice the sample size" in result["human_reference"]
+    for row in result["bias"]:
+        assert row["flagged"] is False and row["flagged"] == verdict.qa_flagged(row["prediction_bias"], 0.0)
+        assert row["effect_size_class"] == "none"
