@@ -245,7 +245,8 @@ rule scale_search_choice:
 
 rule bias_fixed_threshold:
     """Prediction bias of a run on figure4's split at figure4's thresholds (paper §5.2, Fig. 4): App. C's published
-    ones (BERT-base-cased on SQuAD validation) or those a run's own search found there (figure4.thresholds_from)."""
+    ones (BERT-base-cased on SQuAD validation) or those a run's own search found there (figure4.thresholds_from).
+    """
     input:
         predictions="results/predictions/{run}/{dataset}/{split}.parquet",
         heuristics="results/heuristics/{dataset}/{split}.parquet",

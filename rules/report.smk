@@ -126,6 +126,7 @@ rule debias_report:
         id_dataset=lambda w: config["models"][DEBIAS["model"]]["validation"],
         evaluate=config["evaluate"],
         original_matches_control=lambda w: original_matches_control(),
+        loss_curve_max_steps=lambda w: DEBIAS["report"]["loss_curve_max_steps"],
     script:
         "../workflow_scripts/thinktwice/debias_report.py"
 

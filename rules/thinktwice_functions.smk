@@ -95,7 +95,8 @@ def figure4_reference_run():
 
 def figure4_threshold_run():
     """'<model>/seed<seed>' of the run whose own search on figure4's split gives the thresholds (figure4.
-    thresholds_from: reference or {model, seed}); None for appendix_c (the paper's published thresholds)."""
+    thresholds_from: reference or {model, seed}); None for appendix_c (the paper's published thresholds).
+    """
     source = FIGURE4["thresholds_from"]
     if source == "appendix_c":
         return None

@@ -319,6 +319,18 @@ def test_figure4_references_are_checked():
     assert "figure4.reference.seed': model 'minilm' is not trained with that seed" in str(err.value)
 
 
+def test_debias_report_loss_curve_limit():
+    """Figs. 8-9 show the first 10,000 steps: the default; null draws every step; a non-positive limit is refused."""
+    cfg = _default()
+    cfg["debias"] = {"model": "minilm"}
+    assert validate_config(copy.deepcopy(cfg))["debias"]["report"] == {"loss_curve_max_steps": 10000}
+    cfg["debias"]["report"] = {"loss_curve_max_steps": None}
+    assert validate_config(copy.deepcopy(cfg))["debias"]["report"]["loss_curve_max_steps"] is None
+    cfg["debias"]["report"] = {"loss_curve_max_steps": 0}
+    with pytest.raises(ConfigError, match="loss_curve_max_steps"):
+        validate_config(cfg)
+
+
 def test_figure4_thresholds_from():
     """Default: App. C's published thresholds (Fig. 4's caption); a run's search must exist on figure4's split."""
     cfg = _default()

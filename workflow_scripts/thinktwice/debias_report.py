@@ -58,8 +58,10 @@ for path in inp.summaries:
     method = "original" if len(parts) == 2 else parts[1]
     addressed = parts[2] if len(parts) == 4 else None
     summaries.append(dict(summary, run=run, model=parts[0], seed=int(parts[-1].removeprefix("seed")), method=method, addressed=addressed))
+# Figs. 8-9 show the first 10,000 steps: debias.report.loss_curve_max_steps (null = every step)
 debias_report.figure_loss_curves(
-    [s for s in summaries if s["method"] != "biasmodel"], out.loss_curves_png, out.loss_curves_svg
+    [s for s in summaries if s["method"] != "biasmodel"], out.loss_curves_png, out.loss_curves_svg,
+    max_step=snakemake.params.loss_curve_max_steps,
 )
 runs = debias_report.runs_table(summaries, metrics, id_dataset=id_ref["dataset"], id_split=id_ref["split"])
 for row in runs.itertuples():

@@ -69,13 +69,17 @@ def figure_loss_curves(
     max_step: int | None = None,
     id_name: str = "validation",
     title: str | None = None,
-) -> None:
+) -> dict[str, float]:
     """Figures 8/9: validation loss against training step, one panel per run: the original runs, the plain controls
     (the original behind them) and the debiased runs with their control behind them (the plain run of the same model
     and seed where there is one, else the original) in lighter, thinner lines, as in the paper; one colour per
     dataset, the in-distribution curve (``id_name``) solid and the OOD ones dashed. LMix panels also show the gate on
     a right-hand axis (its batch mean per step, black, with the 10-90 % band), so a gate that runs away is visible.
-    ``max_step`` cuts the x axis (the paper shows the first 10,000 steps)."""
+
+    ``max_step``: only the points at steps <= ``max_step`` are drawn (the paper's Figs. 8-9 show the first 10,000
+    steps; the workflow passes ``debias.report.loss_curve_max_steps``), and a panel whose curves went further ends
+    its x axis there; None draws every point. The title states the limit. Returns, per panel (its run), the largest
+    step drawn (NaN for a panel without points)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
@@ -105,16 +109,25 @@ def figure_loss_curves(
     cols = min(3, len(panels))
     n_rows = math.ceil(len(panels) / cols)
     any_gate = False
+    drawn: dict[str, float] = {}
+
+    def kept(steps: np.ndarray) -> np.ndarray:
+        return steps <= max_step if max_step is not None else np.ones(len(steps), dtype=bool)
+
     with matplotlib.rc_context(_rc("spurious-loss-curves")):
         fig = Figure(figsize=(1.0 + 3.6 * cols, 0.6 + 2.6 * n_rows), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(n_rows, cols, squeeze=False).ravel()
         for ax, (summary, base) in zip(axes, panels, strict=False):
+            shown: list[float] = []
+            cut = False
             for run, light in ((base, True), (summary, False)):
                 if run is None:
                     continue
                 for name, (steps, losses) in _curves(run).items():
-                    keep = steps <= max_step if max_step is not None else np.ones(len(steps), dtype=bool)
+                    keep = kept(steps)
+                    shown += steps[keep].tolist()
+                    cut = cut or not keep.all()
                     ax.plot(
                         steps[keep],
                         losses[keep],
@@ -134,12 +147,17 @@ def figure_loss_curves(
             if gate is not None:
                 any_gate = True
                 steps, mean, q10, q90 = gate
-                keep = steps <= max_step if max_step is not None else np.ones(len(steps), dtype=bool)
+                keep = kept(steps)
+                shown += steps[keep].tolist()
+                cut = cut or not keep.all()
                 twin = ax.twinx()
                 twin.fill_between(steps[keep], q10[keep], q90[keep], color="black", alpha=0.12, linewidth=0)
                 twin.plot(steps[keep], mean[keep], color="black", linewidth=0.8)
                 twin.set_ylabel("LMix gate g(x)")
                 twin.set_ylim(bottom=0.0)
+            if cut and max_step is not None:
+                ax.set_xlim(right=max_step)
+            drawn[str(summary.get("run", ""))] = max(shown) if shown else math.nan
         for ax in axes[len(panels) :]:
             ax.set_visible(False)
         handles = [Line2D([], [], color=colors[n], linestyle="-" if n == id_name else "--", label=n) for n in names]
@@ -151,8 +169,12 @@ def figure_loss_curves(
         if any_gate:
             handles.append(Line2D([], [], color="black", linewidth=0.8, label="gate mean (10-90 % band), right axis"))
         fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
-        fig.suptitle(title or "Validation loss during training (in-distribution solid, OOD dashed)", fontsize=9)
+        limit = "every step" if max_step is None else f"the first {max_step:,} steps"
+        fig.suptitle(
+            f"{title or 'Validation loss during training (in-distribution solid, OOD dashed)'}; {limit}", fontsize=9
+        )
         _save(fig, png_path, svg_path)
+    return drawn
 
 
 def runs_table(
