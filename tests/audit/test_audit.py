@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from spurious.audit import verdict
 from spurious.audit.command import run_audit
 from spurious.cli import main
 from spurious.core import classification
+from tests.audit import browser
 from tests.conftest import SHARED
 
 SST2_TRAIN = SHARED / "data" / "sst2" / "train.tsv.gz"
@@ -104,61 +106,48 @@ def test_bad_input_fails_with_one_line(planted, tmp_path, capsys):
     assert not (tmp_path / "out" / "audit.json").exists()
 
 
-def chromium() -> str | None:
-    import shutil
-
-    return shutil.which("chromium") or shutil.which("chromium-browser") or shutil.which("google-chrome")
-
-
-@pytest.mark.skipif(chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 def test_report_renders_in_headless_chromium(planted, tmp_path):
-    """The page as a browser builds it: the summary table with a row per diagnostic, and every figure as an SVG."""
+    """The page as a browser builds it: the summary table with a row per diagnostic and an effect class in each, the
+    verdict rule and the effect-size cut-offs in words, the settings as key / value rows, and every figure as an
+    SVG."""
     import subprocess
-    from html.parser import HTMLParser
 
     work, model = planted
     out = tmp_path / "audit"
     run_audit(str(model), "classification", out, data=str(work / "test.parquet"), tokens=("zxq",), device="cpu")
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--no-first-run",
-             "--disable-component-update", "--disable-sync", f"--user-data-dir={tmp_path / 'profile'}"]
     page = f"file://{out / 'report.html'}"
-    dom = subprocess.run([chromium(), *flags, "--dump-dom", page], capture_output=True, text=True, timeout=120).stdout
+    parsed = browser.parse(browser.dump_dom(out / "report.html", tmp_path / "profile"))
     shot = tmp_path / "page.png"
-    subprocess.run([chromium(), *flags, f"--screenshot={shot}", "--window-size=1200,2400", page],
-                   capture_output=True, timeout=120)
-
-    class Page(HTMLParser):
-        def __init__(self) -> None:
-            super().__init__()
-            self.stack: list[str] = []
-            self.summary_rows = 0
-            self.figures: dict[str, int] = {}
-            self.current_figure: str | None = None
-
-        def handle_starttag(self, tag, attrs):
-            attrs = dict(attrs)
-            if tag == "table" and attrs.get("id") == "summary":
-                self.stack.append("summary")
-            elif tag == "table":
-                self.stack.append("other")
-            if tag == "tr" and self.stack[-1:] == ["summary"]:
-                self.summary_rows += 1
-            if tag == "figure":
-                self.current_figure = attrs.get("id")
-                self.figures[self.current_figure] = 0
-            if tag == "svg" and self.current_figure:
-                self.figures[self.current_figure] += 1
-
-        def handle_endtag(self, tag):
-            if tag == "table" and self.stack:
-                self.stack.pop()
-            if tag == "figure":
-                self.current_figure = None
-
-    parsed = Page()
-    parsed.feed(dom)
+    subprocess.run([browser.chromium(), *browser.flags(tmp_path / "profile"), f"--screenshot={shot}",
+                    "--window-size=1200,2400", page], capture_output=True, timeout=120)
     result = json.loads((out / "audit.json").read_text())
     # a header row, the permutation test, and one row per inserted feature
-    assert parsed.summary_rows == 1 + len(result["summary"]) == 1 + 1 + len(result["insertion"])
+    summary = parsed.rows("summary")
+    assert len(parsed.tables["summary"]) == 1 + len(result["summary"]) == 1 + 1 + len(result["insertion"])
     assert parsed.figures == {"figure-permutation": 1, "figure-insertion": 1}
     assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
+    # the effect class of every row: the permutation test's accuracy gap, each feature's net shift, in points
+    perm = result["permutation_test"]
+    expected = [verdict.effect_class(100 * (perm["acc_usual"] - perm["acc_unusual"]))]
+    expected += [verdict.effect_class(100 * r["net_shift"]) for r in result["insertion"]]
+    assert [r["effect class"] for r in summary] == [r["effect class"] for r in result["summary"]] == expected
+    assert expected[0] == perm["effect_size_class"]
+    assert expected[1:] == [r["effect_size_class"] for r in result["insertion"]]
+    zxq = next(r for r in summary if r["shortcut"] == "inserted token:zxq → positive")
+    assert zxq["verdict"] == "takes the shortcut" and zxq["effect class"] == "large"
+    assert [r["effect_size_class"] for r in parsed.rows("insertion")] == expected[1:]
+    # the rule and the cut-offs in words, as audit.json states them
+    rule, effect = parsed.texts["rule-verdict"], parsed.texts["rule-effect"]
+    for words in ("Verdict rule.", "exact one-sided permutation test", "p < 0.05", "McNemar's exact test",
+                  "Holm-adjusted across the features tested, is below 0.05", "no evidence", "descriptive"):
+        assert words in rule, words
+    assert result["verdict_rule"]["verdict"] in " ".join(rule.split())
+    for words in ("net shift in percentage points", "negligible above 0 and below 1 point",
+                  "small from 1 to below 5 points", "large from 5 points on"):
+        assert words in effect, words
+    assert [r["class"] for r in parsed.rows("effect-classes")] == list(verdict.EFFECT_CLASSES)
+    settings = {r["setting"]: r["value"] for r in parsed.rows("settings")}
+    assert settings["alpha"] == "0.05" and settings["top_k"] == "50" and settings["insert_tokens"] == "zxq"
+    assert settings["label mapping"] == "by name"
+    assert not any("{" in cell for row in parsed.tables["settings"] for cell in row)

@@ -21,6 +21,7 @@ from spurious.core.data import write_qa_parquet
 from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import InsufficientRowsError, human_bias, human_scores, search_threshold
 from spurious.thinktwice.heuristics import compute_heuristics
+from tests.audit import browser
 from tests.conftest import REPO, SQUAD_DEV
 
 # paper-squad.yaml (compat isbiased) with four heuristics that need no spaCy parse and a sample size for 160 questions
@@ -224,3 +225,35 @@ def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypat
     for row in result["bias"]:
         assert row["flagged"] is False and row["flagged"] == verdict.qa_flagged(row["prediction_bias"], 0.0)
         assert row["effect_size_class"] == "none"
+
+
+@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+def test_qa_report_states_the_rule_classes_and_settings_in_chromium(compat_audit, tmp_path):
+    """The QA page as Chromium builds it: the verdict rule and the cut-offs in words, an effect class per summary
+    row (the one audit.json holds), the classes' table, and the settings as key / value rows (no dict repr)."""
+    out = compat_audit.out
+    page = browser.parse(browser.dump_dom(out / "report.html", tmp_path / "profile"))
+    result = json.loads((out / "audit.json").read_text())
+    rule = page.texts["rule-verdict"]
+    for words in ("Verdict rule.", "takes the shortcut", "no evidence", "do not overlap", "2.5 % and 97.5 %",
+                  "20 random samples of 20 questions", "larger than the Human reference", "No p-value"):
+        assert words in rule, words
+    effect = page.texts["rule-effect"]
+    for words in ("negligible above 0 and below 1 point", "small from 1 to below 5 points", "large from 5 points on",
+                  "prediction bias in EM points", "0.74", "4.81"):
+        assert words in effect, words
+    assert page.rows("effect-classes") == [{"class": c, "effect in points": r} for c, r in
+                                           (("none", "≤ 0"), ("negligible", "> 0 and < 1"), ("small", "≥ 1 and < 5"),
+                                            ("large", "≥ 5"))]
+    summary = page.rows("summary")
+    assert [r["shortcut"] for r in summary] == [f"heuristic {r['heuristic']}" for r in result["bias"]]
+    assert [r["effect class"] for r in summary] == [r["effect_size_class"] for r in result["bias"]]
+    assert all(r["effect class"] in verdict.EFFECT_CLASSES for r in summary)
+    assert [r["effect_size_class"] for r in page.rows("bias")] == [r["effect_size_class"] for r in result["bias"]]
+    settings = {r["setting"]: r["value"] for r in page.rows("settings")}
+    assert settings["bias search: sample_size"] == "20" and settings["bias search: iterations"] == "20"
+    assert settings["bias search: allow_too_few_rows"] == "false"
+    assert settings["heuristics: compat"] == "isbiased" and settings["heuristics: variants"] == "none"
+    assert settings["heuristics: names"] == "word-dist, sim-word, cos-sim, ans-len"
+    assert not any("{" in cell for row in page.tables["settings"] for cell in row)
+    assert "'sample_size'" not in (out / "report.html").read_text()

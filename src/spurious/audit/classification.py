@@ -27,6 +27,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.audit import insertion as ins
+from spurious.audit import verdict
 
 LogFn = Callable[[str], None]
 _GENERIC_LABEL = re.compile(r"^label_?\d+$", re.IGNORECASE)
@@ -236,6 +237,9 @@ def audit_classification(
     )
     permutation.pop("p", None)  # an exact big-number fraction; log10_p carries it
     permutation["features_from"] = "training data" if train is not None else "evaluation data (no --train given)"
+    gap = verdict.accuracy_gap_points(permutation["acc_usual"], permutation["acc_unusual"])
+    permutation.update(accuracy_gap_points=gap, flagged=verdict.permutation_flagged(permutation["log10_p"], alpha),
+                       effect_size_class=verdict.effect_class(gap))
 
     table_ins = ins.insertion_table(
         data, predict, ins.insertions(features, tokens), n_labels=len(names), label_names=names, segment=segment,
@@ -249,8 +253,15 @@ def audit_classification(
         "accuracy": float(correct.mean()),
         "permutation_test": permutation,
         "top_features": top.to_dict(orient="records"),
-        "insertion": table_ins.to_dict(orient="records"),
+        "insertion": [
+            dict(r, effect_size_class=verdict.effect_class(100.0 * r["net_shift"]) if "net_shift" in r else None)
+            for r in table_ins.to_dict(orient="records")
+        ],
         "alpha": alpha,
+        "settings": {"alpha": alpha, "top_k": top_k, "counting": counting, "stop_words": stop_words,
+                     "insertion_segment": segment, "features": list(features) if features is not None else "default",
+                     "insert_tokens": list(tokens)},
+        "verdict_rule": verdict.rule_record("classification", alpha=alpha),
     }
     if train is not None:
         result["n_train_examples"] = int(len(train))

@@ -1,5 +1,6 @@
 """The audit's files: ``audit.json`` (every number) and ``report.html`` (one self-contained page: the summary table
-first, then each diagnostic's table and figure, figures inlined as SVG)."""
+first, the verdict rule and the effect-size classes in words (:mod:`spurious.audit.verdict`), the settings as a
+key / value table, then each diagnostic's table and figure, figures inlined as SVG)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-SUMMARY_COLUMNS = ("shortcut", "evidence", "effect size", "interval / p", "verdict")
+from spurious.audit import verdict
+
+SUMMARY_COLUMNS = ("shortcut", "evidence", "effect size", "effect class", "interval / p", "verdict")
 
 
 def fingerprint(path: str | os.PathLike) -> dict[str, Any]:
@@ -55,19 +58,23 @@ def summary_rows(result: Mapping[str, Any]) -> list[dict[str, str]]:
                     "shortcut": f"heuristic {r['heuristic']}",
                     "evidence": "prediction bias (bootstrapped EM intervals of the two segments, Think Twice Alg. 1)",
                     "effect size": f"{r['prediction_bias']:.2f} EM points ({r['biased_group'] or 'no'} segment better)",
+                    "effect class": _class(verdict.effect_class(r["prediction_bias"])),
                     "interval / p": f"threshold {_fmt(r['threshold'], 3)}; {human}",
-                    "verdict": "takes the shortcut" if r["flagged"] else "no evidence",
+                    "verdict": verdict.verdict_text(r["flagged"]),
                 }
             )
         return rows
     perm = result["permutation_test"]
+    gap = verdict.accuracy_gap_points(perm["acc_usual"], perm["acc_unusual"])
     rows.append(
         {
             "shortcut": f"lexical cues (top {len(result['top_features'])} z-score types, {perm['features_from']})",
             "evidence": "exact permutation test, usual vs unusual label (Stubborn Lexical Bias)",
-            "effect size": f"ACC(U) {_fmt(perm['acc_usual'], 3)} vs ACC(N) {_fmt(perm['acc_unusual'], 3)}",
+            "effect size": f"ACC(U) {_fmt(perm['acc_usual'], 3)} vs ACC(N) {_fmt(perm['acc_unusual'], 3)} "
+            f"(gap {_fmt(gap)} points)",
+            "effect class": _class(verdict.effect_class(gap)),
             "interval / p": f"p = 10^{perm['log10_p']:.1f}",
-            "verdict": "takes the shortcut" if perm["log10_p"] < math.log10(result["alpha"]) else "no evidence",
+            "verdict": verdict.verdict_text(verdict.permutation_flagged(perm["log10_p"], result["alpha"])),
         }
     )
     pred = result.get("predictability")
@@ -79,8 +86,9 @@ def summary_rows(result: Mapping[str, Any]) -> list[dict[str, str]]:
                 "training instances each, scored held out",
                 "effect size": f"{pred['share_predictable']:.1%} of {pred['n_scored']} instances with predictability "
                 f"≥ {pred['tau']}",
+                "effect class": "not classified (descriptive)",
                 "interval / p": f"probe accuracy {pred['probe_accuracy']:.3f}",
-                "verdict": "descriptive (no test)",
+                "verdict": verdict.DESCRIPTIVE,
             }
         )
     for r in result["insertion"]:
@@ -91,11 +99,46 @@ def summary_rows(result: Mapping[str, Any]) -> list[dict[str, str]]:
             {
                 "shortcut": f"inserted {r['feature']} → {r['label']}",
                 "evidence": f"feature-insertion test on {r['n_applicable']} examples ({r['segment']})",
-                "effect size": f"flip rate {r['flip_rate']:.3f} (net shift {r['net_shift']:+.3f})",
+                "effect size": f"flip rate {r['flip_rate']:.3f} (net shift {r['net_shift']:+.3f}, "
+                f"{100 * r['net_shift']:+.2f} points)",
+                "effect class": _class(verdict.effect_class(100.0 * r["net_shift"])),
                 "interval / p": f"95 % CI [{low:.3f}, {high:.3f}]; p = {_p(r['p'])} (Holm {_p(r['p_holm'])})",
-                "verdict": "takes the shortcut" if r["flagged"] else "no evidence",
+                "verdict": verdict.verdict_text(bool(r["flagged"])),
             }
         )
+    return rows
+
+
+def _class(name: str | None) -> str:
+    return name or "–"
+
+
+def _value(x: Any) -> str:
+    """A setting's value as a reader reads it: lists joined, mappings as ``key: value`` pairs, empty as none."""
+    if x is None or x == {} or x == []:
+        return "none"
+    if isinstance(x, bool):
+        return "true" if x else "false"
+    if isinstance(x, Mapping):
+        return "; ".join(f"{k}: {_value(v)}" for k, v in x.items())
+    if isinstance(x, (list, tuple)):
+        return ", ".join(_value(v) for v in x)
+    if isinstance(x, float):
+        return f"{x:g}"
+    return str(x)
+
+
+def settings_rows(result: Mapping[str, Any]) -> list[dict[str, str]]:
+    """The settings the audit ran with, one ``setting`` / ``value`` row each (the report's settings table)."""
+    if result["task"] == "qa":
+        groups = [("bias search", result["bias_settings"]), ("heuristics", result.get("heuristic_settings") or {}),
+                  ("featurisation", result.get("featurisation") or {})]
+        rows = [{"setting": f"{group}: {k}", "value": _value(v)} for group, values in groups for k, v in values.items()]
+        rows.append({"setting": "Human reference", "value": result["human_reference"]})
+        return rows
+    settings = result.get("settings") or {"alpha": result["alpha"]}
+    rows = [{"setting": k, "value": _value(v)} for k, v in settings.items()]
+    rows.append({"setting": "label mapping", "value": str(result["label_mapping"])})
     return rows
 
 
@@ -193,25 +236,38 @@ def render_html(result: Mapping[str, Any]) -> str:
     )
     parts.append("<h2>Summary</h2>")
     parts.append(_table(result["summary"], SUMMARY_COLUMNS, "summary"))
+    rule = result.get("verdict_rule") or (
+        verdict.rule_record("qa", **result["bias_settings"]) if result["task"] == "qa"
+        else verdict.rule_record("classification", alpha=result["alpha"])
+    )
+    parts.append("<section id='verdict-rule'><h2>How the verdicts and effect classes are decided</h2>")
+    parts.append(f"<p id='rule-verdict'><strong>Verdict rule.</strong> {html.escape(rule['verdict'])}</p>")
+    parts.append(f"<p id='rule-effect'><strong>Effect-size classes.</strong> "
+                 f"{html.escape(rule['effect_size']['rule'])}</p>")
+    parts.append(_table(verdict.effect_classes_table(), ["class", "effect in points"], "effect-classes"))
+    parts.append("</section>")
+    parts.append("<h2>Settings</h2>")
+    parts.append(_table(settings_rows(result), ["setting", "value"], "settings"))
     figures = []
     if result["task"] == "qa":
         parts.append(f"<h2>Accuracy</h2><p>EM {result['em']:.2f}, F1 {result['f1']:.2f} (official SQuAD v1.1 script)</p>")
-        parts.append(f"<h2>Prediction bias per heuristic</h2><p>{html.escape(str(result['bias_settings']))}; Human: "
+        parts.append(f"<h2>Prediction bias per heuristic</h2><p>Human reference: "
                      f"{html.escape(result['human_reference'])}</p>")
         parts.append(_table(result["bias"], ["heuristic", "prediction_bias", "threshold", "biased_group", "human_bias",
-                                             "flagged"], "bias"))
+                                             "flagged", "effect_size_class"], "bias"))
         figures.append(("figure-bias", qa_figure(result), "Prediction bias per heuristic (model and Human)"))
     else:
         parts.append(f"<h2>Accuracy</h2><p>{result['accuracy']:.4f} on {result['n_examples']} examples "
                      f"(labels matched {result['label_mapping']})</p>")
         perm = result["permutation_test"]
         parts.append("<h2>Permutation test (Stubborn Lexical Bias)</h2>")
-        parts.append(_table([perm], ["n_usual", "acc_usual", "n_unusual", "acc_unusual", "log10_p", "features_from"],
-                            "permutation"))
+        parts.append(_table([perm], ["n_usual", "acc_usual", "n_unusual", "acc_unusual", "accuracy_gap_points",
+                                     "log10_p", "flagged", "effect_size_class", "features_from"], "permutation"))
         figures.append(("figure-permutation", permutation_figure(result), "Accuracy on usual vs unusual label"))
         parts.append("<h2>Feature-insertion test</h2>")
         parts.append(_table(result["insertion"], ["feature", "label", "n_applicable", "flips_towards", "flips_away",
-                                                  "flip_rate", "net_shift", "p", "p_holm", "flagged"], "insertion"))
+                                                  "flip_rate", "net_shift", "p", "p_holm", "flagged",
+                                                  "effect_size_class"], "insertion"))
         figures.append(("figure-insertion", insertion_figure(result), "Flip rate per inserted feature"))
         if pred := result.get("predictability"):
             parts.append("<h2>Training data: AFLite predictability</h2>")
