@@ -169,6 +169,10 @@ def test_aflite_text_defaults():
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="test"), "'aflite.text.datasets.qnli.dev': dataset 'qnli' has no split 'test'"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="train"), "train and dev are the same split"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"]["filter"].update(n=1000), r"needs t < n, got t=1000, n=1000"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(filters={"sized": {"n": 1000}}),
+         r"'aflite.text.datasets.qnli.filters.sized.n': Algorithm 1 needs t < n, got t=1000, n=1000"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(filters={"sized": {"size": 5000}}),
+         "Additional properties are not allowed"),
         (lambda c: c["aflite"]["text"]["representation"].update(source="file"), "'aflite.text.datasets.sst2.features'"),
         (lambda c: c["aflite"]["text"]["datasets"].update(snli=c["aflite"]["text"]["datasets"]["qnli"]), "'aflite.text.datasets.snli': unknown dataset"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(partial_input="hypothesis"), "'aflite.text.datasets.qnli.partial_input': 'hypothesis' is not allowed"),
@@ -195,12 +199,19 @@ def test_aflite_ood_defaults_and_the_paper_sets():
     # the YAML merge keeps the round's own split and fine-tuning split
     assert paper["anli_r3"]["splits"] == {"test_r3": "Rd3"} and paper["anli_r3"]["finetune"]["split"] == "train_r3"
     assert sorted(set(paper["stress"]["splits"].values())) == ["Comp.", "Distr.", "Noise"]
+    # App. A.5: every OOD set's models come from SNLI filtered to n = 182K, Tables 3-4's filter keeps tau alone
+    assert {spec["models_filter"] for spec in paper.values()} == {"n182k"} and ood["models_filter"] is None
+    cfg = validate_config(yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text()))
+    snli = cfg["aflite"]["text"]["datasets"]["snli"]
+    assert snli["filters"] == {"n182k": {"n": 182000}} and snli["filter"]["n"] is None  # no defaults over the filter
 
 
 @pytest.mark.parametrize(
     ("edits", "message"),
     [
         ({"models_from": "snli"}, "'aflite.text.ood.qnli_again.models_from': 'snli' is not in aflite.text.datasets"),
+        ({"models_filter": "n182k"},
+         "'aflite.text.ood.qnli_again.models_filter': 'n182k' is not in aflite.text.datasets.qnli.filters"),
         ({"dataset": "mnli"}, "'aflite.text.ood.qnli_again.dataset': unknown dataset 'mnli'"),
         ({"splits": {"test": None}}, "'aflite.text.ood.qnli_again.splits': dataset 'qnli' has no split 'test'"),
         ({"finetune": {"split": "dev"}}, "the fine-tuning split is also evaluated"),

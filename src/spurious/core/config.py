@@ -366,6 +366,13 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         n = spec["filter"].get("n")
         if n is not None and n <= spec["filter"]["t"]:
             problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
+        for variant, overrides in (spec.get("filters") or {}).items():  # further filtered sets: keys over filter
+            merged = {**spec["filter"], **overrides}
+            if merged.get("n") is not None and merged["n"] <= merged["t"]:
+                problems.append(
+                    f"config key '{key}.filters.{variant}.n': Algorithm 1 needs t < n, got t={merged['t']}, "
+                    f"n={merged['n']}"
+                )
     problems += _aflite_ood_problems(cfg, task)
     for check in registry.config_checks().values():  # the papers' sections (SpuriousBench's)
         problems += check(cfg, task)
@@ -387,8 +394,14 @@ def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> lis
     problems = []
     for name, spec in (text.get("ood") or {}).items():
         key = f"aflite.text.ood.{name}"
-        if spec["models_from"] not in text["datasets"]:
+        source = text["datasets"].get(spec["models_from"])
+        if source is None:
             problems.append(f"config key '{key}.models_from': {spec['models_from']!r} is not in aflite.text.datasets")
+        elif spec.get("models_filter") and spec["models_filter"] not in (source.get("filters") or {}):
+            problems.append(
+                f"config key '{key}.models_filter': {spec['models_filter']!r} is not in "
+                f"aflite.text.datasets.{spec['models_from']}.filters"
+            )
         dataset = spec["dataset"]
         if dataset not in task:
             problems.append(f"config key '{key}.dataset': unknown dataset {dataset!r}; declared: {sorted(task)}")
