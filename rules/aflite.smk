@@ -3,7 +3,9 @@
 # scores again; the report collects Table 7 and Fig. 2.
 # The text experiments (§4): warm-up split -> warm-up fine-tune -> embeddings (.npy) -> AFLite over the training
 # pool and the dev set (resumable per iteration) -> D, D_rand, D(AFLite) -> classifiers -> predictions on the
-# original dev set (accuracy on it and on its filtered part) -> Tables 3-4 and the iterations figure.
+# original dev set (accuracy on it and on its filtered part) -> Tables 3-4 and the iterations figure. A dataset's
+# `filters.<name>` sets filter the same pool representations again with other settings (App. A.5: n = 182K for
+# SNLI's out-of-distribution models), pool alone, into filter_<name>/ and the train sets random_<name>, aflite_<name>.
 
 
 rule aflite_synthetic:
@@ -129,23 +131,23 @@ rule aflite_embed:
 
 
 rule aflite_filter:
-    """Algorithm 1 over the pool and the dev set together: which instances each iteration removed, p̃ per instance
-    per iteration, |S| and the mean held-out accuracy per iteration. Finished iterations are saved outside the
-    outputs, so a killed run resumes after the last one."""
+    """Algorithm 1 over the pool and the dev set together (the dataset's own filter, variant ""), or over the pool
+    alone (a filters.<name> set, variant "_<name>", same representations): which instances each iteration removed,
+    p̃ per instance per iteration, |S| and the mean held-out accuracy per iteration. Finished iterations are saved
+    outside the outputs, so a killed run resumes after the last one."""
     input:
-        pool=lambda w: aflite_pool(w.dataset),
-        dev=lambda w: aflite_dev_split(w.dataset),
-        pool_features="results/aflite/text/{dataset}/embeddings/pool.npy",
-        dev_features="results/aflite/text/{dataset}/embeddings/dev.npy",
+        unpack(aflite_filter_inputs),
     output:
-        instances="results/aflite/text/{dataset}/filter/instances.parquet",
-        scores="results/aflite/text/{dataset}/filter/scores.npy",
-        iterations="results/aflite/text/{dataset}/filter/iterations.csv",
-        summary="results/aflite/text/{dataset}/filter/summary.json",
+        instances="results/aflite/text/{dataset}/filter{variant}/instances.parquet",
+        scores="results/aflite/text/{dataset}/filter{variant}/scores.npy",
+        iterations="results/aflite/text/{dataset}/filter{variant}/iterations.csv",
+        summary="results/aflite/text/{dataset}/filter{variant}/summary.json",
     log:
-        "results/logs/aflite/filter_{dataset}.log",
+        "results/logs/aflite/filter_{dataset}{variant}.log",
     benchmark:
-        "results/benchmarks/aflite/filter_{dataset}.tsv"
+        "results/benchmarks/aflite/filter_{dataset}{variant}.tsv"
+    wildcard_constraints:
+        variant=r"(_[a-z0-9_]+)?",
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -153,15 +155,15 @@ rule aflite_filter:
         mem_mb=8000,
         runtime=240,
     params:
-        settings=lambda w: AFLITE_TEXT["datasets"][w.dataset]["filter"],
+        settings=lambda w: aflite_filter_settings(w.dataset, w.variant),
         execution=lambda w: RuleSettings(
             {
                 "device": aflite_representation()["device"],
                 "gather_memory_mb": aflite_representation()["gather_memory_mb"],
             }
         ),
-        state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter/"
-        + settings_key(AFLITE_TEXT["datasets"][w.dataset]["filter"]),
+        state_dir=lambda w: f"results/_checkpoints/aflite/{w.dataset}/filter{w.variant}/"
+        + settings_key(aflite_filter_settings(w.dataset, w.variant)),
     script:
         "../workflow_scripts/aflite/filter.py"
 
@@ -187,8 +189,31 @@ rule aflite_training_sets:
         "../workflow_scripts/aflite/training_sets.py"
 
 
+rule aflite_variant_training_sets:
+    """D_rand and D(AFLite) of a filters.<name> set (the pool filtered alone; variant "_<name>"): the train sets
+    random_<name> and aflite_<name>. D is the dataset's own train_full."""
+    input:
+        pool=lambda w: aflite_pool(w.dataset),
+        instances="results/aflite/text/{dataset}/filter{variant}/instances.parquet",
+    output:
+        random="results/aflite/text/{dataset}/data/train_random{variant}.parquet",
+        aflite="results/aflite/text/{dataset}/data/train_aflite{variant}.parquet",
+    log:
+        "results/logs/aflite/training_sets_{dataset}{variant}.log",
+    wildcard_constraints:
+        variant=r"_[a-z0-9_]+",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        seed=lambda w: AFLITE_TEXT["random_seed"],
+    script:
+        "../workflow_scripts/aflite/training_sets.py"
+
+
 rule aflite_train_classifier:
-    """A classifier on D, D_rand or D(AFLite), on the full input or the partial input (hypothesis / answer only)."""
+    """A classifier on D, D_rand or D(AFLite), on the full input or the partial input (hypothesis / answer only).
+    Train sets random_<name> and aflite_<name>: a filters.<name> set's D_rand and D(AFLite), trained on the full
+    input for the OOD sets."""
     input:
         train="results/aflite/text/{dataset}/data/train_{train_set}.parquet",
     output:
@@ -201,7 +226,7 @@ rule aflite_train_classifier:
     benchmark:
         "results/benchmarks/aflite/train_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.tsv"
     wildcard_constraints:
-        train_set="full|random|aflite",
+        train_set=AFLITE_TRAIN_SET,
         inputs="full|partial",
     conda:
         "../envs/spurious.yaml"
@@ -302,8 +327,9 @@ rule aflite_text_report:
 
 
 # Out-of-distribution evaluation (§4.1, Tables 1-2; spurious.aflite.ood): every full-input model of one AFLite
-# dataset scored on other datasets' splits (HANS, the NLI Diagnostics, the stress tests), or first fine-tuned on an
-# OOD training split (Adversarial NLI's rounds, Table 2).
+# dataset (trained on D and on the D_rand and D(AFLite) of its filter, or of its filters.<models_filter> set) scored
+# on other datasets' splits (HANS, the NLI Diagnostics, the stress tests), or first fine-tuned on an OOD training
+# split (Adversarial NLI's rounds, Table 2).
 
 
 rule aflite_ood_finetune:
@@ -326,7 +352,7 @@ rule aflite_ood_finetune:
         "results/benchmarks/aflite/ood_finetune_{ood}_{model}_{train_set}_seed{seed}.tsv"
     wildcard_constraints:
         ood=r"[a-z0-9_]+",
-        train_set="full|random|aflite",
+        train_set=AFLITE_TRAIN_SET,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -356,7 +382,7 @@ rule aflite_ood_predict:
         "results/benchmarks/aflite/ood_predict_{ood}_{model}_{train_set}_seed{seed}_{split}.tsv"
     wildcard_constraints:
         ood=r"[a-z0-9_]+",
-        train_set="full|random|aflite",
+        train_set=AFLITE_TRAIN_SET,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -377,9 +403,11 @@ rule aflite_ood_predict:
 
 
 rule aflite_ood_report:
-    """Tables 1-2: accuracy per OOD set, group, model and train set (mean ± std over seeds), the paper's beside."""
+    """Tables 1-2: accuracy per OOD set, group, model and train set (mean ± std over seeds), the filtered set each
+    model was trained on and its realised size, and the paper's values beside (for a filter with a target size
+    n)."""
     input:
-        lambda w: aflite_ood_metrics_files(),
+        unpack(aflite_ood_report_inputs),
     output:
         table_csv=report(
             "results/report/aflite/ood.csv",
@@ -401,6 +429,9 @@ rule aflite_ood_report:
         paper_training_data=lambda w: {
             name: AFLITE_TEXT["datasets"][spec["models_from"]]["paper_name"]
             for name, spec in AFLITE_TEXT["ood"].items()
+        },
+        training_data=lambda w: {
+            name: aflite_ood_training_data(name) for name in AFLITE_TEXT["ood"]
         },
     script:
         "../workflow_scripts/aflite/ood_report.py"

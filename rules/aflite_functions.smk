@@ -71,6 +71,39 @@ def aflite_warmup_settings(wildcards):
     return dict(warmup["training"], seed=warmup["seed"])
 
 
+# A dataset's filtered sets: its own filter (variant "", results/aflite/text/<dataset>/filter/, the pool and the dev set
+# filtered together, Tables 3-4) and each `filters.<name>` entry (variant "_<name>", .../filter_<name>/: the pool
+# filtered alone with the filter's settings overridden, e.g. App. A.5's n = 182K for the out-of-distribution models).
+# Their D_rand and D(AFLite) are the train sets random_<name> and aflite_<name>; D (full) is the dataset's own.
+AFLITE_TRAIN_SET = r"full|(?:random|aflite)(?:_[a-z0-9_]+)?"
+
+
+def aflite_filter_settings(dataset, variant=""):
+    """Algorithm 1's settings of one filtered set: the dataset's filter, with filters.<variant>'s keys over it."""
+    spec = AFLITE_TEXT["datasets"][dataset]
+    name = variant.removeprefix("_")
+    return dict(spec["filter"], **spec["filters"][name]) if name else spec["filter"]
+
+
+def aflite_filter_inputs(wildcards):
+    """The pool and its representations; the dataset's own filter also takes the dev set (filtered with the pool),
+    a filters.<name> set does not (its models are only scored out of distribution)."""
+    d = wildcards.dataset
+    files = {"pool": aflite_pool(d)}
+    if not wildcards.variant:
+        files["dev"] = aflite_dev_split(d)
+    files["pool_features"] = f"results/aflite/text/{d}/embeddings/pool.npy"
+    if not wildcards.variant:
+        files["dev_features"] = f"results/aflite/text/{d}/embeddings/dev.npy"
+    return files
+
+
+def aflite_train_set_id(train_set, variant):
+    """A model's train set on a filtered set: D (full) is the same for every filter; D_rand and D(AFLite) of a
+    filters.<variant> set are <train_set>_<variant>."""
+    return train_set if train_set == "full" or not variant else f"{train_set}_{variant}"
+
+
 def aflite_embed_inputs(wildcards):
     files = {
         "pool": aflite_pool(wildcards.dataset),
@@ -129,6 +162,21 @@ def aflite_ood(name):
     return AFLITE_TEXT["ood"][name]
 
 
+def aflite_ood_training_data(name):
+    """Which filtered set an OOD set's models were trained on: the dataset, the filters.<name> entry (None: the
+    dataset's own filter), Algorithm 1's settings and the filter's summary (the realised sizes).
+    """
+    spec = aflite_ood(name)
+    dataset, variant = spec["models_from"], spec["models_filter"]
+    suffix = f"_{variant}" if variant else ""
+    return {
+        "dataset": dataset,
+        "filter": variant,
+        "settings": aflite_filter_settings(dataset, suffix),
+        "summary": f"results/aflite/text/{dataset}/filter{suffix}/summary.json",
+    }
+
+
 def aflite_ood_model(wildcards):
     """The model an OOD set scores: fine-tuned on the set's training split, or the AFLite text model itself."""
     spec = aflite_ood(wildcards.ood)
@@ -143,14 +191,24 @@ def aflite_ood_finetune_settings(wildcards):
 
 
 def aflite_ood_metrics_files():
-    """Every (OOD set, model, train set, seed, split) metrics file."""
+    """Every (OOD set, model, train set, seed, split) metrics file; the train sets of the set's filtered set
+    (models_filter)."""
     files = []
     for name, spec in AFLITE_TEXT["ood"].items():
         for model, m in AFLITE_TEXT["models"].items():
-            for train_set in m["train_sets"]:
+            for kind in m["train_sets"]:
+                train_set = aflite_train_set_id(kind, spec["models_filter"])
                 for seed in m["seeds"]:
                     for split in spec["splits"]:
                         files.append(
                             f"results/aflite/ood/{name}/predictions/{model}/{train_set}/seed{seed}/{split}.metrics.json"
                         )
     return files
+
+
+def aflite_ood_report_inputs(wildcards):
+    """Every metrics file, and the summaries of the filters the OOD sets' models were trained on."""
+    summaries = {
+        aflite_ood_training_data(name)["summary"] for name in AFLITE_TEXT["ood"]
+    }
+    return {"metrics": aflite_ood_metrics_files(), "filters": sorted(summaries)}

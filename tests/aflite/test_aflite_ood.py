@@ -152,23 +152,54 @@ def test_split_groups_pool_over_splits_and_seeds_give_mean_and_sample_std():
         record("antonym", 1, "full", "Comp.", 20, 40), record("numerical_reasoning", 1, "full", "Comp.", 50, 60),
         record("spelling_error", 0, "aflite", "Noise", 9, 10),
     ]
+    summary = {"n_pool": 495000, "n_pool_kept": 182000}  # a filter's summary.json: |D| and |D(AFLite)|
+    sized = aflite_ood.training_data("snli", "n182k", {"n": 182000, "tau": 0.75}, summary)
     table = aflite_ood.ood_table(
         records, set_names={"stress": "Stress"}, paper_models={"roberta_large": "RoBERTa"},
-        paper_training_data={"stress": "SNLI"},
+        paper_training_data={"stress": "SNLI"}, training={"stress": sized},
     )
     comp = table[(table["group"] == "Comp.") & (table["train_set"] == "D")].iloc[0]
     assert comp["accuracy"] == pytest.approx(75.0) and comp["±"] == pytest.approx(math.sqrt(50.0))  # (80, 70)
     assert comp["seeds"] == 2 and comp["n"] == 100
     assert comp["set"] == "Stress" and comp["accuracy (paper)"] == 77.9 and comp["± (paper)"] == 2.5
+    assert comp["trained_on"] == "snli (unfiltered)" and comp["train_size"] == 495000
     noise = table[table["group"] == "Noise"].iloc[0]
     assert noise["train_set"] == "D(AFLite)" and noise["accuracy"] == pytest.approx(90.0) and math.isnan(noise["±"])
     assert noise["accuracy (paper)"] == 79.5
+    assert noise["trained_on"] == "snli filters.n182k (n = 182000)" and noise["train_size"] == 182000
     # the groups come before the pooled "all" row of their set
     assert table["group"].tolist().index("all") > table["group"].tolist().index("Comp.")
     # the paper's numbers are RoBERTa trained on SNLI: another training set gets none
     other = aflite_ood.ood_table(records, set_names={"stress": "Stress"}, paper_models={"roberta_large": "RoBERTa"},
-                                 paper_training_data={"stress": "MultiNLI"})
+                                 paper_training_data={"stress": "MultiNLI"}, training={"stress": sized})
     assert other["accuracy (paper)"].isna().all()
+
+
+def test_ood_rows_name_their_filtered_set_and_only_a_sized_one_gets_the_papers_values():
+    # App. A.5: Table 1's models train on SNLI filtered to n = 182K; the tau-stopped set (Tables 3-4's, about 92k)
+    # is another experiment, so its rows say so and get no paper values
+    records = [
+        {"ood": "hans", "split": "validation", "model": "roberta_large", "train_set": train_set, "seed": 0,
+         "counts": {"all": {"correct": 6, "n": 10}, "Lex.": {"correct": 6, "n": 10}}}
+        for train_set in ("full", "random_n182k", "aflite_n182k")
+    ]
+    kwargs = dict(set_names={"hans": "HANS"}, paper_models={"roberta_large": "RoBERTa"},
+                  paper_training_data={"hans": "SNLI"})
+    sized = aflite_ood.training_data("snli", "n182k", {"n": 182000, "tau": 0.75}, {"n_pool": 495000, "n_pool_kept": 182000})
+    table = aflite_ood.ood_table(records, training={"hans": sized}, **kwargs)
+    lex = table[table["group"] == "Lex."]
+    assert lex["train_set"].tolist() == ["D", "D_rand", "D(AFLite)"]
+    assert lex["trained_on"].tolist() == ["snli (unfiltered)"] + ["snli filters.n182k (n = 182000)"] * 2
+    assert lex["train_size"].tolist() == [495000, 182000, 182000]
+    assert lex["accuracy (paper)"].tolist() == [88.4, 56.6, 94.1]
+    stopped = aflite_ood.training_data("snli", None, {"n": None, "tau": 0.75}, {"n_pool": 495000, "n_pool_kept": 92000})
+    assert stopped["label"]["aflite"] == "snli filter (tau = 0.75, no n)" and stopped["size"]["random"] == 92000
+    tau_records = [dict(r, train_set=r["train_set"].split("_")[0]) for r in records]
+    tau_table = aflite_ood.ood_table(tau_records, training={"hans": stopped}, **kwargs)
+    assert tau_table["accuracy (paper)"].isna().all() and tau_table["train_size"].tolist()[-1] == 92000
+    # without the training data nothing says which set it was: no paper values either
+    assert aflite_ood.ood_table(records, **kwargs)["accuracy (paper)"].isna().all()
+    assert aflite_ood.train_set_kind("aflite_n182k") == "aflite" and aflite_ood.train_set_kind("full") == "full"
 
 
 def test_paper_tables_are_transcribed_with_every_cell():

@@ -71,6 +71,24 @@ def test_pool_and_dev_are_filtered_together_and_biased_rows_go_first():
     assert np.array_equal(kept, np.flatnonzero((table["part"] == "pool") & (table["removed_at"] < 0)))
 
 
+def test_the_pool_alone_is_filtered_to_exactly_n():
+    # a filters.<name> set (App. A.5's size-controlled SNLI for the OOD models): no dev part; by hand 300 -> 260 ->
+    # 220 -> 210 (the third slice cut from k = 40 to 220 - 210 = 10); the 120 biased rows go first
+    pool = _frame(300, seed=1)
+    biased = np.arange(300) < 120
+    x = _biased_features(pool["label"].to_numpy(), biased, seed=4)
+    settings = {"m": 64, "t": 100, "k": 40, "tau": 0.75, "seed": 0, "n": 210}
+    table, result = aflite_text.filter_pool_and_dev(
+        x, pool["label"].to_numpy(), np.zeros((0, 3)), np.zeros(0), settings=settings, device="cpu",
+        log_fn=lambda _: None,
+    )
+    assert (table["part"] == "pool").all() and len(table) == 300
+    assert [r["removed"] for r in result.iterations] == [40, 40, 10]
+    assert len(aflite_text.kept_rows(table, "pool")) == 210 and "n = 210" in result.stopped
+    assert biased[table.index[table["removed_at"] >= 0]].all()
+    assert len(aflite_text.training_sets(pool, table, seed=0)["random"]) == 210
+
+
 def test_training_sets_random_subset_has_the_filtered_size_and_is_seeded():
     pool, dev = _frame(50, seed=1), _frame(10, seed=2)
     table = pd.DataFrame(

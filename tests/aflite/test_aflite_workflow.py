@@ -46,17 +46,90 @@ def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
         assert resources[rule]["gpu"] == "1" and resources[rule]["slurm_partition"] == "gpu", resources[rule]
     for rule in ("aflite_synthetic", "aflite_training_sets"):
         assert "gpu" not in resources[rule], f"{rule} must not request a GPU"
+    assert "gpu" not in resources["aflite_variant_training_sets"]
     counts = job_counts(proc.stdout)
-    # SNLI, MultiNLI, QNLI x RoBERTa-large and BERT-large x D, D_rand, D(AFLite) x full and partial inputs
-    assert counts["aflite_filter"] == 3 and counts["aflite_train_classifier"] == 3 * 2 * 3 * 2
+    # SNLI, MultiNLI, QNLI x RoBERTa-large and BERT-large x D, D_rand, D(AFLite) x full and partial inputs; SNLI's
+    # n = 182K set (one more filtering) x D_182k and its D(AFLite) x the 2 models, full input
+    assert counts["aflite_filter"] == 3 + 1 and counts["aflite_variant_training_sets"] == 1
+    assert counts["aflite_train_classifier"] == 3 * 2 * 3 * 2 + 2 * 2
     assert "results/aflite/text/mnli/filter/iterations.csv" in proc.stdout
-    # Tables 1-2: the 6 full-input SNLI models (2 models x 3 train sets) on HANS, the Diagnostics, the 6 stress-test
-    # files and, after fine-tuning on each round's train split, the 3 ANLI test splits
+    # Tables 1-2: the 6 full-input SNLI models (2 models x D and the n = 182K set's D_182k and D(AFLite)) on HANS,
+    # the Diagnostics, the 6 stress-test files and, after fine-tuning on each round's train split, the 3 ANLI tests
     assert counts["aflite_ood_finetune"] == 3 * 6 and counts["aflite_ood_predict"] == (1 + 1 + 6 + 3) * 6
     assert counts["aflite_ood_report"] == 1
-    assert "results/aflite/ood/anli_r2/finetuned/roberta_large/aflite/seed0/model" in proc.stdout
+    assert "results/aflite/ood/anli_r2/finetuned/roberta_large/aflite_n182k/seed0/model" in proc.stdout
     plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
     assert "gpu=" not in plain
+
+
+def _planned_jobs(output: str) -> list[dict[str, str]]:
+    """A dry run's jobs: rule, input and output (comma-joined, as Snakemake prints them), de-duplicated."""
+    jobs, seen = [], set()
+    for block in output.split("\nrule ")[1:]:
+        lines = block.splitlines()
+        job = {"rule": lines[0].rstrip(":")}
+        for line in lines[1:]:
+            key, _, value = line.strip().partition(": ")
+            if key in ("input", "output") and key not in job:
+                job[key] = value
+        if "output" in job and job["output"] not in seen:  # localrule all has none
+            seen.add(job["output"])
+            jobs.append(job)
+    return jobs
+
+
+def test_paper_aflite_ood_models_are_trained_on_snli_filtered_to_182k(tmp_path):
+    """App. A.5: Tables 1-2's models train on SNLI filtered to n = 182K, Tables 3-4's on the tau-stopped set; an
+    overlay's filters.n182k.n (the rehearsal's) changes n and nothing in the job graph."""
+    paper = yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text())
+    snli = paper["aflite"]["text"]["datasets"]["snli"]
+    assert snli["filters"] == {"n182k": {"n": 182000}} and "n" not in snli["filter"]  # Table 8: tau alone
+    ood = paper["aflite"]["text"]["ood"]
+    assert {name: (spec["models_from"], spec.get("models_filter")) for name, spec in ood.items()} == {
+        name: ("snli", "n182k") for name in ("hans", "nli_diagnostics", "stress", "anli_r1", "anli_r2", "anli_r3")
+    }
+    plan = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
+    jobs = _planned_jobs(plan)
+    by_output = {job["output"].split(", ")[0]: job for job in jobs}
+    ood_jobs = [job for job in jobs if job["rule"] in ("aflite_ood_finetune", "aflite_ood_predict")]
+    assert len(ood_jobs) == 18 + 66
+    trained_on = set()
+    for job in ood_jobs:
+        model = next(f for f in job["input"].split(", ") if f.endswith("/model"))
+        if "/finetuned/" in model:  # ANLI: the fine-tuned model, from an SNLI model
+            model = next(f for f in by_output[model]["input"].split(", ") if f.endswith("/model"))
+        assert model.startswith("results/aflite/text/snli/models/"), model
+        trained_on.add(model.split("/")[6])
+    assert trained_on == {"full", "random_n182k", "aflite_n182k"}  # never the tau-stopped random / aflite
+    # the chain down to the filter: models <- train_<set>_n182k <- filter_n182k (the pool and its representations
+    # only, the warm-up and embeddings shared with Tables 3-4)
+    for kind in ("random", "aflite"):
+        train = by_output[f"results/aflite/text/snli/models/roberta_large/{kind}_n182k/full/seed0/model"]
+        assert train["input"] == f"results/aflite/text/snli/data/train_{kind}_n182k.parquet"
+    sets = by_output["results/aflite/text/snli/data/train_random_n182k.parquet"]
+    assert sets["rule"] == "aflite_variant_training_sets"
+    assert sets["input"].split(", ")[1] == "results/aflite/text/snli/filter_n182k/instances.parquet"
+    sized = by_output["results/aflite/text/snli/filter_n182k/instances.parquet"]
+    assert sized["input"] == "results/aflite/text/snli/data/pool.parquet, results/aflite/text/snli/embeddings/pool.npy"
+    # Tables 3-4 keep the tau-stopped filter: its models are what aflite_predict scores
+    predicted = {job["input"].split(", ")[0].split("/")[6] for job in jobs if job["rule"] == "aflite_predict"}
+    assert predicted == {"full", "random", "aflite"}
+    assert by_output["results/aflite/text/snli/filter/instances.parquet"]["rule"] == "aflite_filter"
+    # the rehearsal's overlay: a small n (with t below it) plans the same jobs
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text(yaml.safe_dump(
+        {"aflite": {"text": {"datasets": {"snli": {"filter": {"t": 40, "k": 10}, "filters": {"n182k": {"n": 60}}}}}}}
+    ))
+    rehearsal = snakemake(
+        tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml"), str(overlay)
+    ).stdout
+    assert job_counts(rehearsal) == job_counts(plan)
+    assert sorted(j["output"] for j in _planned_jobs(rehearsal)) == sorted(j["output"] for j in jobs)
+    overlay.write_text(yaml.safe_dump({"aflite": {"text": {"datasets": {"snli": {"filters": {"n182k": {"n": 60}}}}}}}))
+    bad = snakemake(
+        tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml"), str(overlay), check=False
+    )
+    assert bad.returncode != 0 and "filters.n182k.n': Algorithm 1 needs t < n" in bad.stdout + bad.stderr
 
 
 def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
@@ -112,7 +185,10 @@ def _tiny_text_config(tmp):
             "text": {
                 "datasets": {
                     "qnli": {"train": "train", "dev": "validation", "partial_input": "text_b", "paper_name": "QNLI",
-                             "filter": {"m": 8, "t": 60, "k": 30, "tau": 0.6}},
+                             "filter": {"m": 8, "t": 60, "k": 30, "tau": 0.6},
+                             # the pool filtered again to a target size (App. A.5's OOD setting); tau 0 lets every
+                             # scored instance go, so n decides
+                             "filters": {"sized": {"n": 150, "tau": 0.0}}},
                 },
                 "representation": {"max_length": 48, "device": "cpu",
                                    "warmup": {"fraction": 0.1, "training": training}},
@@ -120,7 +196,7 @@ def _tiny_text_config(tmp):
                                       "train_sets": ["full", "aflite"], "training": training}},
                 "ood": {
                     "hans": {"dataset": "hans", "splits": {"validation": None}, "models_from": "qnli",
-                             "prediction_map": {"not_entailment": "non-entailment"}, "only_labels": ["non-entailment"],
+                             "models_filter": "sized", "prediction_map": {"not_entailment": "non-entailment"}, "only_labels": ["non-entailment"],
                              "groups": {"lexical_overlap": "Lex.", "subsequence": "Subseq.", "constituent": "Constit."},
                              "paper_name": "HANS"},
                     "anli_r1": {"dataset": "anli", "splits": {"test": "Rd1"}, "models_from": "qnli",
@@ -172,6 +248,21 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
         settings={"m": 8, "t": 60, "k": 30, "tau": 0.6, "seed": 0, "n": None}, device="cpu", log_fn=lambda _: None,
     )
     assert again["removed_at"].tolist() == instances["removed_at"].tolist()
+    # filters.sized: the same pool representations filtered again, pool alone, to exactly n = 150
+    sized = pd.read_parquet(res / "aflite/text/qnli/filter_sized/instances.parquet")
+    summary = json.loads((res / "aflite/text/qnli/filter_sized/summary.json").read_text())
+    assert (sized["part"] == "pool").all() and len(sized) == len(pool)
+    assert summary["n_pool_kept"] == 150 and summary["n_dev"] == 0 and summary["settings"]["n"] == 150
+    assert summary["settings"]["t"] == 60 and summary["settings"]["tau"] == 0.0  # the dataset's filter, keys over it
+    package, _ = aflite_text.filter_pool_and_dev(
+        np.load(res / "aflite/text/qnli/embeddings/pool.npy"), pool["label"].to_numpy(), np.zeros((0, 384)),
+        np.zeros(0), settings=summary["settings"], device="cpu", log_fn=lambda _: None,
+    )
+    assert package["removed_at"].tolist() == sized["removed_at"].tolist()
+    for kind in ("aflite", "random"):
+        frame = classification.read_parquet(res / f"aflite/text/qnli/data/train_{kind}_sized.parquet")
+        assert len(frame) == 150 and set(frame["id"]) <= set(pool["id"])
+    assert not (res / "aflite/text/qnli/data/train_full_sized.parquet").exists()  # D is the dataset's own
 
     kept = classification.read_parquet(res / "aflite/text/qnli/data/train_aflite.parquet")
     dev_kept = classification.read_parquet(res / "aflite/text/qnli/data/dev_filtered.parquet")
@@ -201,12 +292,13 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
     res = tiny_text_run / "results"
     hans = classification.read_parquet(res / "data/hans/validation.parquet")
     assert hans["groups"].tolist()[:2] == ["lexical_overlap", "subsequence"]
-    for train_set in ("full", "aflite"):
-        model = res / f"aflite/text/qnli/models/minilm/{train_set}/full/seed0/model"
-        base = res / f"aflite/ood/hans/predictions/minilm/{train_set}/seed0/validation"
+    # HANS scores the models of the filters.sized set (D is the same), ANLI those of the dataset's own filter
+    for train_set, sized in (("full", "full"), ("aflite", "aflite_sized")):
+        model = res / f"aflite/text/qnli/models/minilm/{sized}/full/seed0/model"
+        base = res / f"aflite/ood/hans/predictions/minilm/{sized}/seed0/validation"
         table = pd.read_parquet(f"{base}.parquet")
         metrics = json.loads(Path(f"{base}.metrics.json").read_text())
-        assert metrics["model_dir"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")  # zero-shot
+        assert metrics["model_dir"].endswith(f"qnli/models/minilm/{sized}/full/seed0/model")  # zero-shot
         # the package's own predictions of the same model, mapped by hand
         direct = classifier.predict_classifier(model, hans, max_length=48, device="cpu", check_labels=False)
         names = direct.attrs["label_names"]
@@ -227,7 +319,15 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
     table = pd.read_csv(res / "report/aflite/ood.csv")
     lex = table[(table["set"] == "HANS") & (table["group"] == "Lex.")]
     assert lex["train_set"].tolist() == ["D", "D(AFLite)"] and lex["n"].tolist() == [2, 2]
-    assert table[table["group"] == "Rd1"]["n"].tolist() == [9, 9]
+    rd1 = table[table["group"] == "Rd1"]
+    assert rd1["n"].tolist() == [9, 9]
+    # each row names the filtered set its model was trained on, and that set's realised size
+    pool = len(classification.read_parquet(res / "aflite/text/qnli/data/pool.parquet"))
+    kept = len(classification.read_parquet(res / "aflite/text/qnli/data/train_aflite.parquet"))
+    assert lex["trained_on"].tolist() == ["qnli (unfiltered)", "qnli filters.sized (n = 150)"]
+    assert lex["train_size"].tolist() == [pool, 150]
+    assert rd1["trained_on"].tolist() == ["qnli (unfiltered)", "qnli filter (tau = 0.6, no n)"]
+    assert rd1["train_size"].tolist() == [pool, kept]
     # the paper's values are RoBERTa trained on SNLI; these models (labelled RoBERTa) are trained on QNLI
     assert table["accuracy (paper)"].isna().all()
 

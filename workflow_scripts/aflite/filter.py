@@ -1,5 +1,6 @@
-"""Adapter: AFLite over the pool and the dev set; per-instance outcome, p̃ per iteration, the iterations table.
-Saved iterations (params.state_dir) are removed only after the outputs are written."""
+"""Adapter: AFLite over the pool and the dev set (or the pool alone: a filters.<name> set has no dev input);
+per-instance outcome, p̃ per iteration, the iterations table. Saved iterations (params.state_dir) are removed only
+after the outputs are written."""
 
 import shutil
 from typing import TYPE_CHECKING
@@ -18,8 +19,13 @@ log = runlog.setup(snakemake)
 torch.set_num_threads(snakemake.threads)
 inp, p = snakemake.input, snakemake.params
 pool = classification.read_parquet(inp.pool)
-dev = classification.read_parquet(inp.dev)
-features = {"pool": np.load(inp.pool_features), "dev": np.load(inp.dev_features)}
+features = {"pool": np.load(inp.pool_features)}
+if "dev" in dict(inp.items()):  # named inputs (a Namedlist's `in` looks at the paths)
+    dev = classification.read_parquet(inp.dev)
+    features["dev"] = np.load(inp.dev_features)
+else:  # the pool filtered alone: an empty dev part
+    dev = pool.iloc[:0]
+    features["dev"] = np.zeros((0, features["pool"].shape[1]), dtype=features["pool"].dtype)
 for part, frame in (("pool", pool), ("dev", dev)):
     if len(features[part]) != len(frame):
         raise ValueError(

@@ -1,4 +1,5 @@
-"""Adapter: D, D_rand and D(AFLite) from the pool, and the AFLite-filtered dev set."""
+"""Adapter: D, D_rand and D(AFLite) from the pool, and the AFLite-filtered dev set; the outputs the rule names (a
+filters.<name> set: D_rand and D(AFLite) only, from the pool filtered alone)."""
 
 from typing import TYPE_CHECKING
 
@@ -12,17 +13,20 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 pool = classification.read_parquet(snakemake.input.pool)
-dev = classification.read_parquet(snakemake.input.dev)
 table = pd.read_parquet(snakemake.input.instances)
 sets = aflite_text.training_sets(pool, table, seed=snakemake.params.seed)
-dev_kept = aflite_text.filtered_dev(dev, table)
-for name, frame in (("aflite", sets["aflite"]), ("dev_filtered", dev_kept)):
-    if len(frame) == 0 or frame["label"].nunique() < 2:
+outputs = dict(snakemake.output.items())  # named outputs (a Namedlist's `in` looks at the paths)
+if "dev_filtered" in outputs:
+    dev = classification.read_parquet(snakemake.input.dev)
+    sets["dev_filtered"] = aflite_text.filtered_dev(dev, table)
+sets = {name: frame for name, frame in sets.items() if name in outputs}
+for name, frame in sets.items():
+    if name in ("aflite", "dev_filtered") and (len(frame) == 0 or frame["label"].nunique() < 2):
         raise ValueError(
             f"{snakemake.input.instances}: AFLite left {len(frame)} examples with {frame['label'].nunique()} label(s) "
             f"in {name}; raise the dataset's filter.tau or filter.n so that a trainable set remains"
         )
-for name, frame in {**sets, "dev_filtered": dev_kept}.items():
+for name, frame in sets.items():
     log.info("%s: %d examples, label counts %s", name, len(frame), frame["label"].value_counts().sort_index().to_dict())
     meta = {"aflite_set": name, "from": str(snakemake.input.pool if name != "dev_filtered" else snakemake.input.dev)}
     if name == "random":

@@ -21,8 +21,16 @@ the reader is explicit here:
   record in several groups (the Diagnostics' categories overlap) counts in each. Group accuracies pool the
   examples of all splits in the group; ``all`` pools every scored example.
 
+* ``models_filter``: which filtered set of the ``models_from`` dataset the D_rand and D(AFLite) models were trained
+  on: null for the dataset's own filter (τ-stopped in the paper config: Tables 3-4's 92k SNLI set), or a
+  ``filters.<name>`` entry (App. A.5: "we explicitly set n = 182K for SNLI ... for the out-of-distribution
+  generalization experiments"; the paper config's ``n182k``). Their train sets are then ``random_<name>`` and
+  ``aflite_<name>``; D (``full``) is the same for every filter.
+
 :func:`score_predictions` turns one model's predictions on one split into correct counts per group;
-:func:`ood_table` pools them per seed and reports mean ± sample std over seeds with the paper's values beside.
+:func:`ood_table` pools them per seed and reports mean ± sample std over seeds, the filtered set each model was
+trained on and its realised size (:func:`training_data`), and the paper's values beside ours where the setting is
+the paper's: RoBERTa trained on SNLI filtered to a target size n (the τ-stopped set is not Table 1's 182k one).
 """
 
 from __future__ import annotations
@@ -68,8 +76,33 @@ PAPER_OOD: dict[tuple[str, str], dict[str, tuple[float, float | None]]] = {**PAP
 PAPER_MODEL, PAPER_TRAINING_DATA = "RoBERTa", "SNLI"
 
 OOD_COLUMNS: tuple[str, ...] = (
-    "set", "group", "model", "train_set", "accuracy", "±", "seeds", "n", f"accuracy{PAPER_SUFFIX}", f"±{PAPER_SUFFIX}",
+    "set", "group", "model", "train_set", "trained_on", "train_size", "accuracy", "±", "seeds", "n",
+    f"accuracy{PAPER_SUFFIX}", f"±{PAPER_SUFFIX}",
 )
+
+
+def train_set_kind(train_set: str) -> str:
+    """``full``, ``random`` or ``aflite`` of a train set id (``aflite_n182k``: a filters.n182k set's D(AFLite))."""
+    return train_set.split("_", 1)[0]
+
+
+def training_data(
+    dataset: str, filter_name: str | None, settings: Mapping[str, Any], summary: Mapping[str, Any]
+) -> dict[str, Any]:
+    """What an OOD set's models were trained on, for the table: ``label`` per train set kind (the dataset and the
+    filtered set: ``snli filters.n182k (n = 182000)`` or ``snli filter (tau = 0.75, no n)``; D is unfiltered),
+    ``size`` per kind (the realised sizes: |D| = the pool, |D_rand| = |D(AFLite)| = the pool rows the filter kept)
+    and ``n`` (the filter's target size; None when τ alone stopped it). ``summary``: the filter's summary.json."""
+    n = settings.get("n")
+    where = f"filters.{filter_name}" if filter_name else "filter"
+    stop = f"n = {n}" if n is not None else f"tau = {settings.get('tau')}, no n"
+    filtered = f"{dataset} {where} ({stop})"
+    kept = int(summary["n_pool_kept"])
+    return {
+        "label": {"full": f"{dataset} (unfiltered)", "random": filtered, "aflite": filtered},
+        "size": {"full": int(summary["n_pool"]), "random": kept, "aflite": kept},
+        "n": n,
+    }
 
 
 def model_label_names(model_dir: str) -> list[str]:
@@ -186,16 +219,21 @@ def ood_table(
     set_names: Mapping[str, str] | None = None,
     paper_models: Mapping[str, str | None] | None = None,
     paper_training_data: Mapping[str, str | None] | None = None,
+    training: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> pd.DataFrame:
     """Tables 1-2: accuracy (%) per (OOD set, group, model, train set), mean and sample std (ddof = 1) over seeds,
-    the number of seeds and of scored examples (per seed), the paper's value beside ours.
+    the number of seeds and of scored examples (per seed), what the models were trained on and its size, the
+    paper's value beside ours.
 
     ``set_names``: OOD set -> the paper's name (``HANS``, ``NLI-Diagnostics``, ``Stress``, ``Adversarial-NLI``);
     ``paper_models``: model -> paper model name; ``paper_training_data``: OOD set -> the paper name of the data its
-    models were trained on. Paper values appear only for the paper's setting (RoBERTa trained on SNLI)."""
+    models were trained on; ``training``: OOD set -> :func:`training_data` (``trained_on`` and ``train_size``;
+    empty where not given). Paper values appear only for the paper's setting: RoBERTa trained on SNLI filtered to a
+    target size n (App. A.5), so a set without ``training`` or with a τ-stopped filter gets none."""
     names = dict(set_names or {})
     models = dict(paper_models or {})
     trained_on = dict(paper_training_data or {})
+    trained = dict(training or {})
     pooled = pooled_accuracy(records)
     cells: dict[tuple[str, str, str, str], list[tuple[int, int]]] = {}
     for (ood, group, model, train_set, _seed), value in sorted(pooled.items(), key=lambda kv: kv[0][4]):
@@ -203,26 +241,34 @@ def ood_table(
     # sets and groups in the order the records first name them (a split's own order: HANS's Lex., Subseq., Constit.)
     order_sets = list(dict.fromkeys(str(r["ood"]) for r in records))
     order_groups = list(dict.fromkeys(str(g) for r in records for g in r["counts"]))
-    train_order = {t: i for i, t in enumerate(TRAIN_SET_LABELS)}
+    train_order = {t: i for i, t in enumerate(TRAIN_SET_LABELS)}  # by kind: full, random, aflite
     rows = []
     for (ood, group, model, train_set), values in sorted(
         cells.items(),
         key=lambda kv: (
             order_sets.index(kv[0][0]), kv[0][1] == ALL, order_groups.index(kv[0][1]), kv[0][2],
-            train_order.get(kv[0][3], 99),
+            train_order.get(train_set_kind(kv[0][3]), 99),
         ),
     ):
         acc = np.array([100.0 * c / n if n else math.nan for c, n in values])
         paper_name = names.get(ood) or ood
+        kind = train_set_kind(train_set)
+        data = trained.get(ood) or {}
         paper = None
-        if models.get(model) == PAPER_MODEL and trained_on.get(ood) == PAPER_TRAINING_DATA:
-            paper = PAPER_OOD.get((paper_name, group), {}).get(train_set)
+        if (
+            models.get(model) == PAPER_MODEL
+            and trained_on.get(ood) == PAPER_TRAINING_DATA
+            and data.get("n") is not None
+        ):
+            paper = PAPER_OOD.get((paper_name, group), {}).get(kind)
         rows.append(
             {
                 "set": paper_name,
                 "group": group,
                 "model": model,
-                "train_set": TRAIN_SET_LABELS.get(train_set, train_set),
+                "train_set": TRAIN_SET_LABELS.get(kind, train_set),
+                "trained_on": (data.get("label") or {}).get(kind, ""),
+                "train_size": (data.get("size") or {}).get(kind),
                 "accuracy": float(np.mean(acc)),
                 "±": float(np.std(acc, ddof=1)) if len(acc) > 1 else math.nan,
                 "seeds": len(acc),
@@ -231,4 +277,6 @@ def ood_table(
                 f"±{PAPER_SUFFIX}": math.nan if paper is None or paper[1] is None else paper[1],
             }
         )
-    return pd.DataFrame(rows, columns=list(OOD_COLUMNS))
+    table = pd.DataFrame(rows, columns=list(OOD_COLUMNS))
+    table["train_size"] = table["train_size"].astype("Int64")  # whole numbers, empty where unknown
+    return table
