@@ -155,7 +155,7 @@ CONTRACT_NAMES = {
         "split_warmup filter_pool_and_dev attach_ids training_sets filtered_dev partial_input resolve_target_size"
     ),
     "spurious.aflite.report": "text_table accuracy_matrix iterations_figure paper_accuracy",
-    "spurious.aflite.ood": "score_predictions pooled_accuracy ood_table check_same_labels",
+    "spurious.aflite.ood": "score_predictions pooled_accuracy ood_table training_data train_set_kind check_same_labels",
     "spurious.audit.insertion": "flip_test insertion_table",
     "spurious.audit.classification": "audit_classification AuditInputError",
     "spurious.audit.qa": "audit_qa",
