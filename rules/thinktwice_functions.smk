@@ -224,7 +224,7 @@ def heuristic_definitions():
 
 
 def bias_search_settings():
-    """The threshold search's settings and its small-sample rule (allow_too_few_rows): the bias rules pass them to
+    """The threshold search's settings and its small-sample setting allow_too_few_rows. The bias rules pass them to
     the search, and the QA audit (rules/audit.smk) takes the same dict."""
     return {
         k: config["bias"][k]

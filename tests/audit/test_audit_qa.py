@@ -18,6 +18,7 @@ from spurious.audit import verdict
 from spurious.audit.classification import AuditInputError
 from spurious.audit.command import read_qa, run_audit
 from spurious.core.data import write_qa_parquet
+from spurious.core.io import read_parquet_metadata
 from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import InsufficientRowsError, human_bias, human_scores, search_threshold
 from spurious.thinktwice.heuristics import compute_heuristics
@@ -257,3 +258,76 @@ def test_qa_report_states_the_rule_classes_and_settings_in_chromium(compat_audit
     assert settings["heuristics: names"] == "word-dist, sim-word, cos-sim, ans-len"
     assert not any("{" in cell for row in page.tables["settings"] for cell in row)
     assert "'sample_size'" not in (out / "report.html").read_text()
+
+
+def test_audit_job_repeats_the_workflows_human_rows_under_compat(tmp_path):
+    """One workflow run (about a minute): the audit job of a small QA model beside the workflow's own Human rows,
+    under compat isbiased and a tiny sample size. The Human rows need no trained model, only the heuristics and bias
+    rules, so they check the audit job end to end: its heuristic definitions are those the heuristics rule wrote
+    into its file, and its searches are the workflow's, on 126 questions where word-dist's default definition would
+    give annotator 1 a different bias."""
+    import gzip
+    import subprocess
+    import sys
+
+    import torch
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    from spurious.core.models import load_tokenizer
+
+    with gzip.open(SQUAD_DEV, "rt") as fh:
+        payload = json.load(fh)
+    payload["data"] = [dict(a, paragraphs=a["paragraphs"][:4]) for a in payload["data"][:2]]
+    (tmp_path / "small.json").write_text(json.dumps(payload))
+    tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
+    torch.manual_seed(0)
+    model = tmp_path / "tiny_qa"
+    BertForQuestionAnswering(BertConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+        intermediate_size=16, max_position_embeddings=512, architectures=["BertForQuestionAnswering"],
+    )).save_pretrained(model)  # fmt: skip
+    tokenizer.save_pretrained(model)
+    names = ["word-dist", "sim-word", "cos-sim", "ans-len"]
+    dev = {"dataset": "squad", "split": "dev"}
+    config = {
+        "run_name": "audit_compat",
+        "datasets": {"squad": {"task": "qa", "splits": {"dev": {"format": "squad_json", "path": str(tmp_path / "small.json")}}}},
+        "models": {"m": {"checkpoint": "embedded:all-MiniLM-L6-v2", "train": dev, "validation": dev}},
+        "evaluate": [dev],
+        "heuristics": {"names": names, "compat": "isbiased", "tfidf_reference": dev, "threads": 1},
+        "bias": {"sample_size": 20, "iterations": 20},
+        "human": dev,
+        "audit": {"compat_qa": {"model": str(model), "task": "qa", "data": dev}},
+    }
+    (tmp_path / "config.yaml").write_text(yaml.safe_dump(config))
+    work = tmp_path / "work"
+    targets = ["results/audit/compat_qa/audit.json", *(f"results/bias/human/squad/dev/{h}.json" for h in names)]
+    env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SQUAD_DEV.parents[1]), HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile"), "--directory", str(work),
+                           "--cores", "1", *targets, "--configfile", str(tmp_path / "config.yaml")],
+                          capture_output=True, text=True, env=env, timeout=900)
+    assert proc.returncode == 0, proc.stderr[-4000:]
+    audit = json.loads((work / "results/audit/compat_qa/audit.json").read_text())
+    assert audit["heuristic_settings"]["compat"] == "isbiased" and audit["heuristic_settings"]["names"] == names
+    assert audit["bias_settings"] == {"sample_size": 20, "iterations": 20, "with_replacement": False, "seed": 0,
+                                      "allow_too_few_rows": False}
+    written = read_parquet_metadata(work / "results/heuristics/squad/dev.parquet")
+    assert {k: written[k] for k in ("compat", "variants")} == {k: audit["heuristic_settings"][k] for k in
+                                                               ("compat", "variants")}
+    assert written["heuristics"] == audit["heuristic_settings"]["names"]
+    assert written["tfidf_reference"] == audit["heuristic_settings"]["tfidf_contexts"]
+    assert audit["n_examples"] == 126 and audit["human_bias"] is not None
+    for h in names:
+        ours = json.loads((work / f"results/bias/human/squad/dev/{h}.json").read_text())
+        theirs = audit["human_bias"][h]
+        for key in ("prediction_bias", "threshold", "found", "n_evaluated", "annotator", "per_annotator_bias"):
+            assert theirs[key] == ours[key], (h, key)
+    # the case tells the definitions apart: with the default word-dist annotator 1's search finds a threshold
+    frame = read_qa(work / "results/data/squad/dev.parquet")
+    default = compute_heuristics(frame, ["word-dist"], tfidf_contexts=frame["context"].tolist()).set_index("id")
+    per_annotator = [search_threshold(default.loc[s["id"], "word-dist"].to_numpy(), s["em"].to_numpy(),
+                                      s["f1"].to_numpy(), heuristic="word-dist", **audit["bias_settings"])[
+                                          "prediction_bias"]
+                     for s in human_scores(frame)]
+    assert per_annotator != audit["human_bias"]["word-dist"]["per_annotator_bias"]
