@@ -67,25 +67,30 @@ def _walk(node: Any) -> Iterable[Mapping[str, Any]]:
             yield from _walk(value)
 
 
-def config_hub_names(config_paths: Iterable[Path] = PAPER_CONFIGS) -> tuple[set[tuple[str, str | None, str]], set[str]]:
-    """(hub dataset name, config, split) triples and model checkpoints that the given configs name."""
+def config_hub_names(
+    config_paths: Iterable[Path] = PAPER_CONFIGS,
+) -> tuple[set[tuple[str, str | None, str]], set[str], set[str]]:
+    """(hub dataset name, config, split) triples, model checkpoints and data file paths the given configs name."""
     splits: set[tuple[str, str | None, str]] = set()
     checkpoints: set[str] = set()
+    files: set[str] = set()
     for path in config_paths:
         for node in _walk(yaml.safe_load(Path(path).read_text())):
             hub = node.get("hub")
             if isinstance(hub, Mapping) and "name" in hub:
                 splits.add((hub["name"], hub.get("config"), hub["split"]))
+            if "format" in node and isinstance(node.get("path"), str):
+                files.add(node["path"])
             ckpt = node.get("checkpoint")
             if isinstance(ckpt, str) and not ckpt.startswith("embedded:"):
                 checkpoints.add(ckpt)
-    return splits, checkpoints
+    return splits, checkpoints, files
 
 
 def check_names(layouts: Mapping[str, Any], config_paths: Iterable[Path] = PAPER_CONFIGS) -> list[str]:
     """Every name a config uses that the layouts lack (an empty list when all are covered)."""
-    splits, checkpoints = config_hub_names(config_paths)
-    missing = []
+    splits, checkpoints, files = config_hub_names(config_paths)
+    missing = [f"file {f}" for f in sorted(files) if f not in layouts.get("files", {})]
     for name, config, split in sorted(splits, key=str):
         ds = layouts["datasets"].get(name)
         if ds is None:
@@ -463,7 +468,9 @@ def gen_glue(text: Text, config: str, split: str, layout, rng) -> list[dict[str,
 HANS_HEURISTICS = ("lexical_overlap", "subsequence", "constituent")
 
 
-def gen_hans(text: Text, config: str, split: str, layout, rng) -> list[dict[str, Any]]:
+def hans_rows(text: Text, rng: random.Random) -> list[dict[str, Any]]:
+    """HANS-like pairs: a premise, a hypothesis built from its words by one of the three heuristics, half of them
+    entailed (label 0), half not (1)."""
     rows = []
     for i in range(EVAL_ROWS * 2):
         premise = rng.choice(text.sentences)
@@ -487,6 +494,22 @@ def gen_hans(text: Text, config: str, split: str, layout, rng) -> list[dict[str,
             }
         )
     return rows
+
+
+def hans_tsv(text: Text, path: Path, spec: Mapping[str, Any]) -> None:
+    """The authors' heuristics_evaluation_set.txt layout: a header row, tab-separated, label names as text."""
+    names = list(spec["label_names"])
+    lines = ["\t".join(spec["columns"])]
+    for i, row in enumerate(hans_rows(text, _rng("hans_tsv"))):
+        values = {
+            "gold_label": names[row["label"]], "sentence1": row["premise"], "sentence2": row["hypothesis"],
+            "sentence1_parse": row["parse_premise"], "sentence2_parse": row["parse_hypothesis"],
+            "sentence1_binary_parse": row["binary_parse_premise"], "sentence2_binary_parse": row["binary_parse_hypothesis"],
+            "pairID": f"ex{i}", "heuristic": row["heuristic"], "subcase": row["subcase"], "template": row["template"],
+        }
+        lines.append("\t".join(values[c] for c in spec["columns"]))
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
 
 
 def gen_anli(text: Text, config: str, split: str, layout, rng) -> list[dict[str, Any]]:
@@ -518,7 +541,6 @@ GENERATORS: dict[str, Generator] = {
     "mrqa-workshop/mrqa": gen_mrqa,
     "stanfordnlp/snli": gen_nli,
     "nyu-mll/glue": gen_glue,
-    "jhu-cogsci/hans": gen_hans,
     "facebook/anli": gen_anli,
     "pietrolesci/stress_tests_nli": gen_stress,
 }
@@ -603,6 +625,9 @@ def diagnostics_tsv(text: Text, path: Path, spec: Mapping[str, Any]) -> None:
     path.write_text("\n".join(lines) + "\n")
 
 
+FILE_WRITERS = {"hans": hans_tsv, "glue_diagnostics": diagnostics_tsv}
+
+
 # --------------------------------------------------------------------------------------------------------------------
 
 
@@ -636,7 +661,7 @@ def build(root: Path, *, layouts: Mapping[str, Any] | None = None, log=print) ->
             write_hub_dataset(name, config, layout, rows, cache)
     for rel, spec in layouts.get("files", {}).items():
         log(f"file {rel}")
-        diagnostics_tsv(text, files / rel, spec)
+        FILE_WRITERS[spec["kind"]](text, files / rel, spec)
     stamp.write_text(digest)
     return root
 

@@ -19,22 +19,26 @@ SQUAD = Path(os.environ.get("SPURIOUS_DATA_MIRROR", REPO.parent / "shared" / "da
 
 
 def test_every_hub_name_of_the_paper_configs_is_in_the_layouts():
-    splits, checkpoints = hub_fixtures.config_hub_names()
+    splits, checkpoints, files = hub_fixtures.config_hub_names()
     assert hub_fixtures.check_names(hub_fixtures.load_layouts()) == []
     # the scan sees what the configs name (a regression guard on the scan itself)
     assert ("nyu-mll/glue", "mnli", "validation_matched") in splits
     assert ("facebook/anli", None, "test_r3") in splits
     assert {"roberta-large", "bert-base-cased", "EleutherAI/pythia-12b"} <= checkpoints
+    assert files == {"data/hans/heuristics_evaluation_set.txt", "data/glue_diagnostics/diagnostic-full.tsv"}
 
 
 def test_a_name_missing_from_the_layouts_is_reported(tmp_path):
     config = tmp_path / "paper-x.yaml"
     config.write_text(
         "datasets:\n  a: {splits: {dev: {format: hub, hub: {name: nyu-mll/glue, config: mnli, split: dev_matched}}}}\n"
+        "  b: {splits: {test: {format: glue_tsv, path: data/hans/heuristics_train_set.txt}}}\n"
         "models:\n  m: {checkpoint: roberta-xl}\n"
     )
     missing = hub_fixtures.check_names(hub_fixtures.load_layouts(), [config])
-    assert missing == ["dataset nyu-mll/glue config mnli split dev_matched", "model roberta-xl"]
+    assert missing == [
+        "file data/hans/heuristics_train_set.txt", "dataset nyu-mll/glue config mnli split dev_matched", "model roberta-xl"
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -108,24 +112,46 @@ def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_pa
     cache.mkdir()
     squad = load_squad_json(SQUAD)
     rows = {split: hub_fixtures.squad_records(squad.iloc[i * 5 :], 5) for i, split in enumerate(["train", "validation"])}
-    hub_fixtures.write_hub_dataset("rajpurkar/squad", "plain_text", layouts["datasets"]["rajpurkar/squad"]["configs"]["plain_text"], rows, cache)
-    hans = layouts["datasets"]["jhu-cogsci/hans"]["configs"]["plain_text"]
-    nli = [
-        {**dict.fromkeys(hans["features"], ""), "premise": "The doctor saw the actor.", "hypothesis": hyp, "label": label,
-         "heuristic": heuristic}
-        for hyp, label, heuristic in [("The actor saw the doctor.", 1, "lexical_overlap"), ("The doctor saw.", 0,
-                                      "subsequence"), ("The doctor saw the actor.", 0, "constituent")]
+    squad_layout = layouts["datasets"]["rajpurkar/squad"]["configs"]["plain_text"]
+    hub_fixtures.write_hub_dataset("rajpurkar/squad", "plain_text", squad_layout, rows, cache)
+    anli = layouts["datasets"]["facebook/anli"]["configs"]["plain_text"]
+    pairs = [
+        {"uid": f"u{i}", "premise": "The doctor saw the actor.", "hypothesis": hyp, "label": label, "reason": ""}
+        for i, (hyp, label) in enumerate([("The actor saw the doctor.", 1), ("The doctor saw.", 0), ("Nobody saw.", 2)])
     ]
-    nli[1]["label"] = 1
-    hub_fixtures.write_hub_dataset("jhu-cogsci/hans", "plain_text", hans, {"train": nli, "validation": nli}, cache)
+    hub_fixtures.write_hub_dataset("facebook/anli", "plain_text", anli, dict.fromkeys(anli["splits"], pairs), cache)
     code = (
         "from spurious.core import data, classification as c\n"
         "q = data.load_hub('rajpurkar/squad', None, 'validation')\n"
-        "h = c.load_hub('jhu-cogsci/hans', None, 'validation', group_column='heuristic')\n"
-        "print(list(q['id']), q.iloc[0]['answers']['text'][0], h.attrs['label_names'], list(h['groups']), list(h['label']))\n"
+        "a = c.load_hub('facebook/anli', None, 'test_r3', id_column='uid')\n"
+        "print(list(q['id']), q.iloc[0]['answers']['text'][0], a.attrs['label_names'], list(a['id']), list(a['label']))\n"
     )
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
     assert out.split("] ")[0] + "]" == str(list(squad["id"].iloc[5:10]))
     assert squad["answers"].iloc[5]["text"][0] in out
-    assert "['entailment', 'non-entailment'] ['lexical_overlap', 'subsequence', 'constituent'] [1, 1, 0]" in out
+    assert "['entailment', 'neutral', 'contradiction'] ['u0', 'u1', 'u2'] [1, 0, 2]" in out
+
+
+def test_hans_file_fixture_loads_with_the_paper_configs_source(tmp_path):
+    """HANS is read from the authors' TSV (the hub copy is a loading script): the fixture in that layout, read with
+    paper-aflite's own source entry, gives the heuristics as groups and the two label names."""
+    from spurious.core.classification import load_source
+
+    spec = hub_fixtures.load_layouts()["files"]["data/hans/heuristics_evaluation_set.txt"]
+    path = tmp_path / "data" / "hans" / "heuristics_evaluation_set.txt"
+    hub_fixtures.hans_tsv(hub_fixtures.Text(hub_fixtures.mirror_dir()), path, spec)
+    header = path.read_text().splitlines()[0].split("\t")
+    assert header[0] == "gold_label" and header[5:11] == ["sentence1", "sentence2", "pairID", "heuristic", "subcase", "template"]
+    import yaml
+
+    source = yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text())["datasets"]["hans"]["splits"]["validation"]
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # the config's path is relative to the workflow's directory
+    try:
+        df = load_source(source)
+    finally:
+        os.chdir(cwd)
+    assert df.attrs["label_names"] == ["entailment", "non-entailment"]
+    assert set(df["groups"]) == {"lexical_overlap", "subsequence", "constituent"}
+    assert list(df["id"][:2]) == ["ex0", "ex1"] and sorted(set(df["label"])) == [0, 1]
