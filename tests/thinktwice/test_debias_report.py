@@ -89,21 +89,28 @@ def test_table1_hand_computed(hand: tuple[dict, list[dict]]) -> None:
     assert list(df["method"]) == ["Original", "ReSam", "ReSam"] * 2
     assert list(df["metric"]) == ["EM"] * 3 + ["F1"] * 3
     assert "paper" not in " ".join(df.columns) and "biasmodel" not in set(df["method"])
+    # absolute scores and differences in columns of their own: no plain runs, so "score" and "Δ vs original"
+    values = ["adv score", "nq score", "average score", "adv Δ vs original", "nq Δ vs original", "average Δ vs original"]
+    assert [c for c in df.columns if not c.endswith(("q025", "q975"))][5:] == values
     original = row(df, "Original", None)
-    assert original["adv"] == 25.0 and original["nq"] == 50.0 and original["average"] == 37.5
-    assert original["n_seeds"] == 1
+    assert original["adv score"] == 25.0 and original["nq score"] == 50.0 and original["average score"] == 37.5
+    assert original["n_seeds"] == 1 and all(math.isnan(original[c]) for c in values[3:])
     em = row(df, "ReSam", "ans-len")
-    assert em["adv"] == 25.0  # (0 + 100 + 0 + 0) / 4
-    assert em["nq"] == 0.0 and em["nq q025"] == 0.0 and em["nq q975"] == 0.0  # equal answers: zero width
-    assert em["average"] == 12.5
+    assert all(math.isnan(em[c]) for c in values[:3])  # a debiased row has no absolute cell
+    assert em["adv Δ vs original"] == 25.0  # (0 + 100 + 0 + 0) / 4
+    # equal answers: zero width
+    assert em["nq Δ vs original"] == em["nq Δ vs original q025"] == em["nq Δ vs original q975"] == 0.0
+    assert em["average Δ vs original"] == 12.5
     f1 = row(df, "ReSam", "ans-len", "F1")
-    assert f1["adv"] == 17.5  # (0 + 50 + 20 + 0) / 4
-    assert f1["nq"] == 10.0 and f1["nq q025"] == 10.0 and f1["nq q975"] == 10.0  # the same +10 everywhere
+    assert f1["adv Δ vs original"] == 17.5  # (0 + 50 + 20 + 0) / 4
+    # the same +10 everywhere
+    assert f1["nq Δ vs original"] == f1["nq Δ vs original q025"] == f1["nq Δ vs original q975"] == 10.0
     for r in (em, f1):
-        for d in ("adv", "average"):
+        for d in ("adv Δ vs original", "average Δ vs original"):
             assert r[f"{d} q025"] <= r[d] <= r[f"{d} q975"] and r[f"{d} q025"] < r[f"{d} q975"]
     avg = row(df, "ReSam", "average")  # one heuristic: its average row repeats it
-    assert avg["adv"] == em["adv"] and avg["adv q975"] == em["adv q975"]
+    assert avg["adv Δ vs original"] == em["adv Δ vs original"]
+    assert avg["adv Δ vs original q975"] == em["adv Δ vs original q975"]
     assert "paired bootstrap" in df.attrs["caption"] and "adv 4" in df.attrs["caption"]
     assert "distils from the original model" in df.attrs["caption"]  # CReg's teacher is not the control
 
@@ -127,14 +134,15 @@ def test_table1_intervals_match_a_loop_bootstrap() -> None:
     assert np.array_equal(idx, dr.bootstrap_indices(n, iterations, seed, "adv"))
     for name, h in (("a", "ans-len"), ("b", "cos-sim")):
         r = row(df, "CReg", h)
-        assert (r["adv q025"], r["adv q975"]) == _loop_interval(scores[name] - scores["orig"], idx)
+        assert (r["adv Δ vs original q025"], r["adv Δ vs original q975"]) == _loop_interval(
+            scores[name] - scores["orig"], idx
+        )
     avg = row(df, "CReg", "average")  # averaged per draw over the heuristics
     expected = (scores["a"] + scores["b"]) / 2 - scores["orig"]
-    assert (avg["adv q025"], avg["adv q975"]) == _loop_interval(expected, idx)
-    assert avg["adv"] == round(float(expected.mean()), 2)
-    assert (row(df, "Original", None)["adv q025"], row(df, "Original", None)["adv q975"]) == _loop_interval(
-        scores["orig"], idx
-    )
+    assert (avg["adv Δ vs original q025"], avg["adv Δ vs original q975"]) == _loop_interval(expected, idx)
+    assert avg["adv Δ vs original"] == round(float(expected.mean()), 2)
+    original = row(df, "Original", None)
+    assert (original["adv score q025"], original["adv score q975"]) == _loop_interval(scores["orig"], idx)
     again = dr.table1(predictions, runs, datasets=["adv"], iterations=iterations, seed=seed)
     pd.testing.assert_frame_equal(df, again)
     other_seed = dr.table1(predictions, runs, datasets=["adv"], iterations=iterations, seed=seed + 1)
@@ -157,8 +165,8 @@ def test_table1_averages_seeds() -> None:
     ]
     df = dr.table1(predictions, runs, datasets=["nq"], iterations=50)
     r = row(df, "LMix", "word-dist")
-    assert r["nq"] == 50.0 and r["n_seeds"] == 2
-    assert row(df, "Original", None)["nq"] == 25.0 and row(df, "Original", None)["n_seeds"] == 2
+    assert r["nq Δ vs original"] == 50.0 and r["n_seeds"] == 2
+    assert row(df, "Original", None)["nq score"] == 25.0 and row(df, "Original", None)["n_seeds"] == 2
 
 
 def test_table1_errors(hand: tuple[dict, list[dict]]) -> None:
@@ -199,31 +207,47 @@ def test_table1_paper_columns_and_writer(tmp_path: Path, full: tuple[dict, list[
     predictions, runs, datasets = full
     df = dr.table1(predictions, runs, datasets=datasets, iterations=100, paper_name="bert-base")
     cols = list(df.columns)
-    assert cols.index("nq (paper)") == cols.index("nq q975") + 1
-    assert row(df, "Original", None)["adversarialqa (paper)"] == 29.8
-    assert row(df, "Original", None)["average (paper)"] == round((29.8 + 67.8 + 46.1) / 3, 2)
-    assert math.isnan(row(df, "Original", None, "F1")["nq (paper)"])  # the paper's values sit beside our EM
+    assert cols.index("nq Δ vs original (paper)") == cols.index("nq Δ vs original q975") + 1
+    assert cols.index("nq score (paper)") == cols.index("nq score q975") + 1
+    original = row(df, "Original", None)
+    # the paper's Original row is absolute: beside our absolute scores, never in a difference column
+    assert original["adversarialqa score (paper)"] == 29.8
+    assert original["average score (paper)"] == round((29.8 + 67.8 + 46.1) / 3, 2)
+    assert math.isnan(original["adversarialqa Δ vs original (paper)"])
+    assert math.isnan(row(df, "Original", None, "F1")["nq score (paper)"])  # the paper's values sit beside our EM
     creg = row(df, "CReg", "word-dist")
-    assert creg["nq (paper)"] == 7.5 and creg["average (paper)"] == 2.8
-    assert row(df, "LMix", "average")["average (paper)"] == -5.31  # the printed average (all cells present)
-    assert row(df, "ReSam", "average")["nq (paper)"] == round((-5.6 + 1.3 + 0.3 + 1.5 + 0.1 - 0.7) / 6, 2)
-    assert row(df, "ReSam", "ans-len")["adversarialqa"] == 0.0 and row(df, "ReSam", "word-dist")["nq"] == 25.0
+    assert creg["nq Δ vs original (paper)"] == 7.5 and creg["average Δ vs original (paper)"] == 2.8
+    assert math.isnan(creg["nq score (paper)"])
+    assert row(df, "LMix", "average")["average Δ vs original (paper)"] == -5.31  # the printed average (all cells)
+    assert row(df, "ReSam", "average")["nq Δ vs original (paper)"] == round((-5.6 + 1.3 + 0.3 + 1.5 + 0.1 - 0.7) / 6, 2)
+    assert row(df, "ReSam", "ans-len")["adversarialqa Δ vs original"] == 0.0
+    assert row(df, "ReSam", "word-dist")["nq Δ vs original"] == 25.0
     assert len(df) == 2 * (1 + 3 * 7)
-    assert "caption says F1" in df.attrs["caption"]
+    assert "caption says F1" in df.attrs["caption"] and "'<dataset> score'" in df.attrs["caption"]
 
     csv, md = tmp_path / "t1.csv", tmp_path / "t1.md"
     dr.write_table1(df, csv, md)
     back = pd.read_csv(csv)
-    assert list(back.columns) == cols and back.loc[1, "nq"] == 0.0
+    assert list(back.columns) == cols and back.loc[1, "nq Δ vs original"] == 0.0 and math.isnan(back.loc[1, "nq score"])
     text = md.read_text()
     lines = text.splitlines()
-    assert lines[0].startswith(
-        "| model | method | addressed | metric | n_seeds | adversarialqa | adversarialqa (paper) |"
-    )
-    assert "| bert | Original | – | EM | 1 | 25.00 [" in text
-    assert "| bert | ReSam | word-dist | EM | 1 | **+25.00 [" in text  # the top gain per dataset in bold
-    assert "| bert | ReSam | ans-len | EM | 1 | +0.00 [+0.00, +0.00] | -0.80 |" in text
-    assert all(line.count("|") == lines[0].count("|") for line in lines[:10])
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    # the Markdown has the CSV's value columns (each with its interval folded into the cell) under the same headers
+    assert header == [c for c in cols if not c.endswith(("q025", "q975"))]
+    assert header[5:9] == ["adversarialqa score", "adversarialqa score (paper)", "nq score", "nq score (paper)"]
+    table = {}
+    for line in lines[2:2 + len(df)]:
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        assert len(cells) == len(header)
+        table[tuple(cells[1:4])] = dict(zip(header, cells, strict=True))
+    orig = table[("Original", "–", "EM")]
+    assert orig["adversarialqa score"].startswith("25.00 [") and orig["adversarialqa score (paper)"] == "29.80"
+    assert orig["adversarialqa Δ vs original"] == "–" and orig["adversarialqa Δ vs original (paper)"] == "–"
+    resam = table[("ReSam", "word-dist", "EM")]
+    assert resam["nq score"] == "–" and resam["nq Δ vs original"].startswith("**+25.00 [")  # the top gain in bold
+    ans_len = table[("ReSam", "ans-len", "EM")]
+    assert ans_len["adversarialqa Δ vs original"] == "+0.00 [+0.00, +0.00]"
+    assert ans_len["adversarialqa Δ vs original (paper)"] == "-0.80"
     assert "caption says F1" in lines[-1]
     assert sorted(p.name for p in tmp_path.iterdir()) == ["t1.csv", "t1.md"]
 
@@ -550,16 +574,25 @@ def test_table1_against_the_matched_control(with_control: tuple[dict, list[dict]
     df = dr.table1(predictions, runs, datasets=["nq"], iterations=100, original_matches_control=False)
     assert list(df["method"]) == ["Original", "Plain", "LMix", "LMix"] * 2
     original, plain, lmix = row(df, "Original", None), row(df, "Plain", None), row(df, "LMix", "word-dist")
-    assert original["nq"] == 25.0 and math.isnan(original["nq vs original"])  # absolute, in the first group only
-    assert plain["nq"] == 50.0 and plain["nq vs original"] == 25.0  # absolute; then plain minus original
-    assert lmix["nq"] == 25.0 and lmix["nq vs original"] == 50.0  # 75 - 50 (control) and 75 - 25 (original)
-    assert lmix["nq q025"] <= 25.0 <= lmix["nq q975"] and lmix["average vs original"] == 50.0
+    score, vs_plain, vs_original = "nq score", "nq Δ vs plain", "nq Δ vs original"
+    # absolute scores (Original 25, Plain 50) only under "score"; differences only under "Δ vs ..."
+    assert original[score] == 25.0 and math.isnan(original[vs_plain]) and math.isnan(original[vs_original])
+    assert plain[score] == 50.0 and math.isnan(plain[vs_plain]) and plain[vs_original] == 25.0  # 50 - 25
+    assert math.isnan(lmix[score]) and lmix[vs_plain] == 25.0 and lmix[vs_original] == 50.0  # 75 - 50, 75 - 25
+    assert lmix[f"{vs_plain} q025"] <= 25.0 <= lmix[f"{vs_plain} q975"] and lmix["average Δ vs original"] == 50.0
+    for column in [c for c in df.columns if "q0" not in c and "q9" not in c][5:]:
+        filled = set(df.loc[df[column].notna(), "method"])
+        assert filled == ({"Original", "Plain"} if column.endswith("score") else {"LMix"} | (
+            {"Plain"} if "original" in column else set()
+        )), column
     caption = df.attrs["caption"]
     assert "matched control" in caption and "measure the budget as well" in caption
+    assert "'<dataset> Δ vs plain' = each debiased model minus the Plain model" in caption
     display = dr.table1_display(df)
     cells = display.set_index(["method", "metric", "addressed"], drop=False)
-    assert display.loc[1, "nq"].startswith("50.00 [") and display.loc[1, "nq vs original"].startswith("+25.00 [")
-    assert display.loc[0, "nq vs original"] == "–" and display.loc[2, "nq"].startswith("**+25.00 [")
+    assert display.loc[1, score].startswith("50.00 [") and display.loc[1, vs_original].startswith("+25.00 [")
+    assert display.loc[0, vs_original] == "–" and display.loc[2, vs_plain].startswith("**+25.00 [")
+    assert display.loc[2, score] == "–" and display.loc[1, vs_plain] == "–"
     assert len(cells) == 8
     # a debiased run without its seed's plain run, while plain runs exist, is an error
     orphan = [*runs, meta("bert/creg/word-dist/seed1", "creg", "word-dist", seed=1), meta("o1", seed=1)]

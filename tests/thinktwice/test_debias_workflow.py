@@ -120,9 +120,14 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
 
     table1 = pd.read_csv(res / "report/debias/table1.csv")
     assert {"Original", "Plain", "ReSam", "LMix", "CReg"} <= set(table1["method"])
-    assert {"nq", "nq vs original"} <= set(table1.columns)
+    assert {"nq score", "nq Δ vs plain", "nq Δ vs original"} <= set(table1.columns)
     word_dist_rows = table1[(table1["method"] != "Original") & (table1["addressed"] == "word-dist")]
     assert set(word_dist_rows["metric"]) == {"EM", "F1"} and (word_dist_rows["n_seeds"] == 1).all()
+    # absolute scores and differences in their own columns: only the Original and Plain rows have a score
+    assert set(table1.loc[table1["nq score"].notna(), "method"]) == {"Original", "Plain"}
+    assert table1.loc[table1["nq Δ vs plain"].notna(), "method"].isin(["ReSam", "LMix", "CReg"]).all()
+    md_header = (res / "report/debias/table1.md").read_text(encoding="utf-8").splitlines()[0]
+    assert "| nq score |" in md_header and "| nq Δ vs plain |" in md_header
     bias_models = pd.read_csv(res / "report/debias/bias_models.csv")
     assert len(bias_models) == 1 and bias_models.loc[0, "f1_gap"] == pytest.approx(
         round(best["f1_biased"] - best["f1_unbiased"], 2)

@@ -37,6 +37,8 @@ from spurious.thinktwice.debias_report.common import (
     ORIGINAL,
     PAPER_METHODS,
     QUANTILES,
+    SCORE,
+    VS_CONTROL,
     VS_ORIGINAL,
     paper_dataset_name,
 )
@@ -70,6 +72,8 @@ __all__ = [
     "ORIGINAL",
     "PAPER_METHODS",
     "QUANTILES",
+    "SCORE",
+    "VS_CONTROL",
     "VS_ORIGINAL",
     "bias_models_table",
     "DEBIASING_METHODS",

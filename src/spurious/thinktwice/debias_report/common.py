@@ -24,8 +24,12 @@ METHOD_LABELS: dict[str, str] = {
     "lmix": "LMix",
     "creg": "CReg",
 }
-#: Columns of the second group of Table 1 (differences to the original model) end with this.
-VS_ORIGINAL = " vs original"
+#: Table 1's column suffixes, so that no cell can be read as the other kind: absolute scores (the Original and Plain
+#: rows) under ``"<dataset> score"``, differences in points under ``"<dataset> Δ vs plain"`` (each debiased model minus
+#: its matched plain control) and ``"<dataset> Δ vs original"`` (minus the original model; the Plain row too).
+SCORE = " score"
+VS_CONTROL = " Δ vs plain"
+VS_ORIGINAL = " Δ vs original"
 #: Our method → the paper's row name in ``paper_values.BIAS_METHODS*`` / ``TABLE1``.
 PAPER_METHODS: dict[str, str] = {"original": "None", "resam": "ReSam", "lmix": "LMix", "creg": "CReg"}
 AVERAGE = "average"

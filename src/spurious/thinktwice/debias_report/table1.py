@@ -23,6 +23,8 @@ from spurious.thinktwice.debias_report.common import (
     ORIGINAL,
     PAPER_METHODS,
     QUANTILES,
+    SCORE,
+    VS_CONTROL,
     VS_ORIGINAL,
     _check_paper_name,
     _count_text,
@@ -232,11 +234,12 @@ def _table1_caption(
     """Table 1's caption: what each row is compared with, the bootstrap, the question counts, the paper's column."""
     if with_controls:
         control_text = (
-            "Control: each debiased model minus the Plain model of the same model and seed (the matched control: "
-            "standard fine-tuning with the debiased runs' training data, steps, initialisation and seed, so the "
-            "difference is the method's alone); the Original and Plain rows give absolute scores. The columns "
-            "'<dataset> vs original' give the differences to the original model instead (the paper's comparison; the "
-            "Plain row there = plain minus original)"
+            "Absolute scores and differences have their own columns: '<dataset> score' = the absolute score of the "
+            "Original and Plain rows; '<dataset> Δ vs plain' = each debiased model minus the Plain model of the same "
+            "model and seed (the matched control: standard fine-tuning with the debiased runs' training data, steps, "
+            "initialisation and seed, so the difference is the method's alone); '<dataset> Δ vs original' = the "
+            "difference to the original model instead (the paper's comparison; the Plain row there = plain minus "
+            "original)"
         )
         if original_matches_control is True:
             control_text += "; here the original model was trained on the same data with the same budget, so the two coincide up to training noise."
@@ -249,18 +252,18 @@ def _table1_caption(
             control_text += "."
     else:
         control_text = (
-            "Control: each debiased model minus the original model of the same model and seed (no plain control was "
-            "configured"
+            "Absolute scores and differences have their own columns: '<dataset> score' = the absolute score of the "
+            "Original rows; '<dataset> Δ vs original' = each debiased model minus the original model of the same "
+            "model and seed (no plain control was configured"
             + (
                 "; the original model was trained on the same data with the same budget)."
                 if original_matches_control
                 else "; if the original model had other data or another budget, the differences measure that too)."
             )
-            + " The Original rows give absolute scores."
         )
     caption = [
         "Table 1 (OOD performance of the debiasing methods): per method and addressed heuristic, the difference in "
-        "points of exact match (EM) and F1. " + control_text + " "
+        "points of exact match (EM) and F1 (the row's metric). " + control_text + " "
         f"[q025, q975] = 95% paired bootstrap interval ({iterations} resamples of each dataset's questions with "
         f"replacement, the same resampled questions for every model on a dataset, seed {seed}); the averages (over "
         "datasets, and the method's average row over heuristics) are taken per bootstrap draw. Several seeds: the "
@@ -273,7 +276,8 @@ def _table1_caption(
     if with_paper:
         caption.append(
             f"(paper) = the paper's Table 1 ({paper_values.TABLE1_MODEL}; AdversarialQA / NaturalQuestions / "
-            "TriviaQA, differences to its original model), beside our EM rows' comparison with the original: the "
+            "TriviaQA: its original model's scores beside our Original EM row's, its differences to its original "
+            "model beside our EM rows' comparison with the original): the "
             "paper's caption says F1, but its Original row (29.8 / 67.8 / 46.1) is the EM of its Figure 3 data and "
             "§5.3 reads the table in exact match. Its averages over datasets, and over heuristics per dataset, are "
             "means of its printed cells; the method average over everything is the printed one when all its cells "
@@ -298,13 +302,18 @@ def table1(
     ``predictions`` maps (run, dataset) → per-example predictions; ``runs_meta`` lists the runs (``run``, ``model``,
     ``seed``, ``method``, ``addressed``). The control of a debiased run is the ``plain`` run of the same model and seed
     (the matched control: same training data, steps, initialisation and seed) when the runs include plain runs, else
-    the original run; pairs are compared question by question (ids must match). With plain runs a second column group
-    ``"<d> vs original"`` gives the differences to the original model, as the paper reports them. Rows, per model and
-    metric (EM, then F1): ``Original`` (absolute scores), ``Plain`` (absolute scores; in the second group, plain minus
-    original), then per method one row per addressed heuristic (paper order) and an ``average`` row (mean over the
-    heuristics). Columns: ``model``, ``method``, ``addressed``, ``metric``, ``n_seeds``, then per dataset and
-    ``average`` (the mean over the datasets) the value and its 95% bootstrap interval ``"<d> q025"``/``"<d> q975"``
-    (with ``paper_name="BERT-Base"`` also the paper's value, beside the comparison with the original, on the EM rows).
+    the original run; pairs are compared question by question (ids must match). Rows, per model and metric (EM, then
+    F1): ``Original``, ``Plain``, then per method one row per addressed heuristic (paper order) and an ``average`` row
+    (mean over the heuristics).
+
+    Absolute scores and differences never share a column (a cell is NaN where its kind does not apply): columns
+    ``model``, ``method``, ``addressed``, ``metric``, ``n_seeds``, then three groups, each per dataset and ``average``
+    (the mean over the datasets) with the value and its 95% bootstrap interval (``"<col> q025"``/``"<col> q975"``):
+    ``"<d> score"`` (:data:`SCORE`: the absolute score of the Original and Plain rows), ``"<d> Δ vs plain"``
+    (:data:`VS_CONTROL`, with plain runs only: each debiased model minus its plain control) and ``"<d> Δ vs
+    original"`` (:data:`VS_ORIGINAL`: minus the original model, as the paper reports it; the Plain row too, the
+    debiased rows without plain runs). With ``paper_name="BERT-Base"`` the paper's values follow on the EM rows: its
+    original scores in ``"<d> score (paper)"``, its differences in ``"<d> Δ vs original (paper)"``.
     With several seeds the per-seed differences are averaged; ``n_seeds`` counts them. ``original_matches_control``
     (from the configuration: did the original model train on the same data with the same budget?) only changes the
     caption.
@@ -333,8 +342,10 @@ def table1(
         a, b = score(r.run, dataset, m), score(base, dataset, m)
         return _Cell(a.point - b.point, a.draws - b.draws)
 
-    groups = [CONTROL, ORIGINAL] if controls else [ORIGINAL]
-    suffix = {CONTROL: "", ORIGINAL: VS_ORIGINAL if controls else ""}
+    # the column groups: absolute scores, then differences to the plain control (with plain runs) and to the original
+    groups = [SCORE, CONTROL, ORIGINAL] if controls else [SCORE, ORIGINAL]
+    suffix = {SCORE: SCORE, CONTROL: VS_CONTROL, ORIGINAL: VS_ORIGINAL}
+    with_paper_column = {SCORE: with_paper, CONTROL: False, ORIGINAL: with_paper}
     models = _ordered_unique(r.model for r in runs if r.method == ORIGINAL)
     present_methods = [m for m in methods if any(k[1] == m for k in debiased)]
     columns = ["model", "method", "addressed", "metric", "n_seeds"]
@@ -342,7 +353,7 @@ def table1(
         for d in [*datasets, AVERAGE]:
             name = d + suffix[group]
             columns += [name, f"{name} q025", f"{name} q975"]
-            if with_paper and group == ORIGINAL:
+            if with_paper_column[group]:
                 columns.append(name + PAPER_SUFFIX)
 
     def row(
@@ -364,6 +375,8 @@ def table1(
         paper = {}
         if with_paper and metric == "EM":
             paper = _table1_paper(method, addressed or "", datasets, heuristics)
+        # the paper's Original row is absolute (its scores), every other row a difference to its original model
+        paper_group = SCORE if method == ORIGINAL else ORIGINAL
         for group in groups:
             cells = by_group.get(group)
             if cells is not None:
@@ -375,8 +388,8 @@ def table1(
                 else:
                     lo, hi = cells[d].interval()
                     out[name], out[f"{name} q025"], out[f"{name} q975"] = _round(cells[d].point), _round(lo), _round(hi)
-                if with_paper and group == ORIGINAL:
-                    out[name + PAPER_SUFFIX] = _round(paper.get(d, math.nan))
+                if with_paper_column[group]:
+                    out[name + PAPER_SUFFIX] = _round(paper.get(d, math.nan)) if group == paper_group else math.nan
         return out
 
     rows = []
@@ -390,12 +403,12 @@ def table1(
         for metric, _ in METRICS:
             m = 0 if metric == "EM" else 1
             absolute = {d: _Cell.mean([score(r.run, d, m) for r in originals_of]) for d in datasets}
-            # the Original row's scores are absolute: in the first column group only (the second would be all zeros)
-            rows.append(row(model, ORIGINAL, None, metric, len(originals_of), {groups[0]: absolute}))
+            # the Original row: its absolute scores only (its differences to itself would be all zeros)
+            rows.append(row(model, ORIGINAL, None, metric, len(originals_of), {SCORE: absolute}))
             if controls_of:
                 plain_abs = {d: _Cell.mean([score(r.run, d, m) for r in controls_of]) for d in datasets}
                 plain_vs = {d: _Cell.mean([diff(r, d, m, ORIGINAL) for r in controls_of]) for d in datasets}
-                rows.append(row(model, CONTROL, None, metric, len(controls_of), {CONTROL: plain_abs, ORIGINAL: plain_vs}))
+                rows.append(row(model, CONTROL, None, metric, len(controls_of), {SCORE: plain_abs, ORIGINAL: plain_vs}))
             for method in present_methods:
                 heuristics = heuristics_by_method[method]
                 if not heuristics:
@@ -405,11 +418,17 @@ def table1(
                 for h in heuristics:
                     group_runs = debiased[(model, method, h)]
                     per_h[h] = {
-                        g: {d: _Cell.mean([diff(r, d, m, g) for r in group_runs]) for d in datasets} for g in groups
+                        g: {d: _Cell.mean([diff(r, d, m, g) for r in group_runs]) for d in datasets}
+                        for g in groups
+                        if g != SCORE
                     }
                     counts.append(len(group_runs))
                     rows.append(row(model, method, h, metric, len(group_runs), per_h[h]))
-                averaged = {g: {d: _Cell.mean([per_h[h][g][d] for h in heuristics]) for d in datasets} for g in groups}
+                averaged = {
+                    g: {d: _Cell.mean([per_h[h][g][d] for h in heuristics]) for d in datasets}
+                    for g in groups
+                    if g != SCORE
+                }
                 rows.append(row(model, method, AVERAGE, metric, _count_text(counts), averaged, heuristics))
 
     df = pd.DataFrame(rows, columns=columns)
@@ -427,38 +446,39 @@ def _signed(value: float, signed: bool) -> str:
 
 
 def table1_display(df: pd.DataFrame) -> pd.DataFrame:
-    """Table 1 for reading: one text cell per dataset, "+1.23 [+0.40, +2.05]" (differences signed, Original rows
-    absolute), the paper's value in the column beside it; per model and metric the largest gain per dataset among
-    the heuristic rows (all methods) is in **bold**, like the paper's top gains."""
+    """Table 1 for reading, with the numeric frame's headers: one text cell per value column, "+1.23 [+0.40, +2.05]"
+    (the ``Δ`` columns signed, the ``score`` columns absolute: "25.00 [...]"), the paper's value in the column beside
+    it; per model and metric the largest gain per ``Δ`` column among the heuristic rows (all methods) is in **bold**,
+    like the paper's top gains."""
     datasets = [c for c in df.columns if f"{c} q025" in df.columns]
     out = df[["model", "method", "addressed", "metric", "n_seeds"]].copy()
     baseline_rows = df["method"].isin([METHOD_LABELS[ORIGINAL], METHOD_LABELS[CONTROL]])
     is_heuristic_row = ~baseline_rows & (df["addressed"] != AVERAGE)
     for d in datasets:
-        # absolute: the baseline rows of the first column group; differences: everything else
-        is_diff = ~baseline_rows if not d.endswith(VS_ORIGINAL) else df["method"] != METHOD_LABELS[ORIGINAL]
+        # the column says what its cells are: absolute scores (" score") or differences (" Δ vs ...")
+        signed_column = not d.endswith(SCORE)
         best = df[is_heuristic_row].groupby(["model", "metric"])[d].transform("max")
         texts = []
         for i in df.index:
             if math.isnan(df.at[i, d]):
                 texts.append(report.NA_TEXT)
                 continue
-            signed = bool(is_diff[i])
-            text = f"{_signed(df.at[i, d], signed)} [{_signed(df.at[i, f'{d} q025'], signed)}, "
-            text += f"{_signed(df.at[i, f'{d} q975'], signed)}]"
-            if is_heuristic_row[i] and not math.isnan(df.at[i, d]) and df.at[i, d] == best.get(i):
+            text = f"{_signed(df.at[i, d], signed_column)} [{_signed(df.at[i, f'{d} q025'], signed_column)}, "
+            text += f"{_signed(df.at[i, f'{d} q975'], signed_column)}]"
+            if signed_column and is_heuristic_row[i] and df.at[i, d] == best.get(i):
                 text = f"**{text}**"
             texts.append(text)
         out[d] = texts
         if d + PAPER_SUFFIX in df.columns:
-            out[d + PAPER_SUFFIX] = [_signed(v, bool(s)) for v, s in zip(df[d + PAPER_SUFFIX], is_diff, strict=True)]
+            out[d + PAPER_SUFFIX] = [_signed(v, signed_column) for v in df[d + PAPER_SUFFIX]]
     out.attrs["caption"] = df.attrs.get("caption")
     return out
 
 
 def write_table1(df: pd.DataFrame, csv_path: str | os.PathLike, md_path: str | os.PathLike) -> None:
     """Write Table 1 atomically: the numeric frame as CSV (for further analysis), :func:`table1_display` as Markdown
-    (one readable cell per dataset, where ``report.write_table`` would print three numeric columns each)."""
+    (one readable cell per value column, where ``report.write_table`` would print three numeric columns each); both
+    carry the same ``score`` / ``Δ vs plain`` / ``Δ vs original`` headers."""
     with atomic_path(csv_path) as tmp:
         df.to_csv(tmp, index=False)
     display = table1_display(df)
