@@ -30,6 +30,7 @@ import re
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Any
@@ -172,10 +173,21 @@ def train_tokenizer(family: str, texts: list[str], *, lowercase: bool = False, v
 
     if family in ("bert", "electra"):
         specials = ["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"]
-        tok = Tokenizer(models.WordPiece(unk_token="[UNK]"))
-        tok.normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase or None)
-        tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-        tok.train_from_iterator(texts, trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials))
+        normalizer = normalizers.BertNormalizer(lowercase=lowercase, strip_accents=lowercase or None)
+        pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+        # the WordPiece trainer breaks ties between equally frequent pieces in hash order, so two builds differ;
+        # a vocabulary of every character (initial and ##-continuation) and the most frequent words (ties broken
+        # alphabetically) is a valid WordPiece vocabulary that is the same on every build
+        words: Counter[str] = Counter()
+        for text in texts:
+            words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
+        chars = sorted({c for w in words for c in w})
+        pieces = [*specials, *chars, *(f"##{c}" for c in chars)]
+        frequent = sorted((w for w in words if len(w) > 1), key=lambda w: (-words[w], w))
+        pieces += frequent[: max(0, vocab_size - len(pieces))]
+        tok = Tokenizer(models.WordPiece(vocab={p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
+        tok.normalizer = normalizer
+        tok.pre_tokenizer = pre_tokenizer
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
             single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]

@@ -87,9 +87,13 @@ def rehearse(paper: str, *, cores: int, root: Path, fresh: bool) -> dict:
     fixtures = hub_fixtures.build(root / "fixtures")
     env = rehearsal_env(fixtures)
     workdir = root / paper
-    if fresh and workdir.exists():
+    # outputs made with other stand-ins (the fixtures were rebuilt) are not outputs of these: start afresh
+    digest = (fixtures / "fixtures.sha1").read_text()
+    made_with = workdir / "fixtures.sha1"
+    if workdir.exists() and (fresh or not made_with.exists() or made_with.read_text() != digest):
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
+    made_with.write_text(digest)
     for rel in hub_fixtures.load_layouts().get("files", {}):  # files a config reads from a path
         target = workdir / rel
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -60,6 +60,14 @@ def test_roberta_kind_tokenizer_has_roberta_inputs_and_trimmed_offsets(roberta_t
     assert 4 < enc["offset_mapping"][first[0]][1] <= 10
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta", "gpt_neox"])
+def test_tokenizers_are_the_same_on_every_build(family):
+    """The stand-ins' tokenizers (and so the rehearsal's token ids) do not depend on the build."""
+    texts = list(load_squad_json(SQUAD)["context"].drop_duplicates()[:200])
+    first, second = (hub_fixtures.train_tokenizer(family, texts, vocab_size=800) for _ in range(2))
+    assert first.get_vocab() == second.get_vocab() and len(first) == 800
+
+
 def _inside_word(context: str, start: int, end: int) -> bool:
     """The answer starts or ends inside a word (a byte-level BPE token may then run past it)."""
     cut_start = start > 0 and context[start - 1].isalnum() and context[start].isalnum()
