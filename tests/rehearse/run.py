@@ -24,7 +24,6 @@ import shutil
 import subprocess
 import sys
 import time
-from collections import Counter
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -63,23 +62,30 @@ def configs_of(paper: str) -> list[str]:
 
 def planned(workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True) -> dict[str, list[str]]:
     """rule -> the outputs of its planned jobs, from a dry run: of the whole job graph (``everything``), or of the
-    jobs still to run."""
+    jobs still to run. The job count per rule: :func:`job_counts`."""
+    return {rule: [p for job in jobs for p in job] for rule, jobs in planned_jobs(workdir, configs, env, everything=everything).items()}
+
+
+def planned_jobs(
+    workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True
+) -> dict[str, list[list[str]]]:
+    """rule -> one list of outputs per planned job."""
     proc = subprocess.run(
         [*SNAKEMAKE, "--directory", str(workdir), "-n", *(["--forceall"] if everything else []), "--configfile", *configs],
         capture_output=True, text=True, env=env, cwd=REPO,
     )
     if proc.returncode != 0:
         raise SystemExit(f"dry run of {configs} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    jobs: dict[str, list[str]] = {}
+    jobs: dict[str, list[list[str]]] = {}
     rule = None
     for line in proc.stdout.splitlines():
         m = re.match(r"^(?:local)?rule (\S+):$", line)
         if m:
             rule = m.group(1)
-            jobs.setdefault(rule, [])
+            jobs.setdefault(rule, []).append([])
         m = re.match(r"^\s+output: (.*)$", line)
         if m and rule:
-            jobs[rule] += [p.strip() for p in m.group(1).split(",")]
+            jobs[rule][-1] += [p.strip() for p in m.group(1).split(",")]
     return jobs
 
 
@@ -101,7 +107,7 @@ def rehearse(paper: str, *, cores: int, root: Path, fresh: bool) -> dict:
 
     paper_only = planned(root / f".plan-{paper}", configs_of(paper)[:1], env)
     overlay = configs_of(paper)
-    rehearsal_plan = planned(workdir, overlay, env)
+    rehearsal_plan = planned_jobs(workdir, overlay, env)
     dropped = sorted(set(paper_only) - set(rehearsal_plan) - {"all"})
     if dropped:
         raise SystemExit(f"{paper}: the rehearsal overlay drops rules the paper config runs: {dropped}")
@@ -129,7 +135,7 @@ def rehearse(paper: str, *, cores: int, root: Path, fresh: bool) -> dict:
         "configs": [str(Path(c).relative_to(REPO)) for c in overlay],
         "elapsed_s": round(elapsed, 1),
         "cores": cores,
-        "jobs": dict(Counter({r: len(o) for r, o in rehearsal_plan.items()})),
+        "jobs": {r: len(jobs) for r, jobs in rehearsal_plan.items()},
         "rules_of_paper_config": sorted(paper_only),
         "final_outputs": finals,
     }
