@@ -362,28 +362,36 @@ def _span(words: list[str], rng: random.Random, low: int = 4) -> list[str]:
     return words[start : start + length]
 
 
-def nli_pair(label: str, premise: str, other: str, rng: random.Random) -> str:
-    """A hypothesis with the cues NLI crowd data is known for: entailment copies a span of the premise, contradiction
-    negates one, neutral adds words from another sentence."""
+CONSTRUCTIONS = ("entailment", "neutral", "contradiction", "unrelated")
+
+
+def nli_pair(construction: str, premise: str, other: str, rng: random.Random) -> str:
+    """A hypothesis with the cues NLI crowd data is known for: a span of the premise (entailment), a negated span
+    (contradiction), a span with words of another sentence (neutral), or a span of another sentence alone."""
     words = premise.rstrip(".").split()
     span = _span(words, rng)
-    if label == "entailment":
+    if construction == "entailment":
         return " ".join(span) + "."
-    if label == "contradiction":
+    if construction == "contradiction":
         cut = rng.randint(1, max(1, len(span) - 1))
         return " ".join([*span[:cut], rng.choice(NEGATIONS), *span[cut:]]) + "."
-    return " ".join([*span, *_span(other.rstrip(".").split(), rng, 3)]) + "."
+    if construction == "neutral":
+        return " ".join([*span, *_span(other.rstrip(".").split(), rng, 3)]) + "."
+    return " ".join(_span(other.rstrip(".").split(), rng)) + "."
 
 
 def nli_rows(text: Text, n: int, names: list[str], rng: random.Random, *, unlabeled: int = 0) -> list[dict[str, Any]]:
-    """``n`` premise / hypothesis / label-name rows (``unlabeled`` of them with label -1, as SNLI and the GLUE test
-    splits have). ``names`` are the dataset's label names; two-way sets fold neutral and contradiction."""
+    """``n`` premise / hypothesis / label rows (``unlabeled`` of them with label -1, as SNLI and the GLUE test splits
+    have). ``names`` are the dataset's label names; two-way sets fold neutral and contradiction. A row's hypothesis
+    is built the way its label suggests 60 % of the time and any way otherwise, so that every label has rows with
+    and without each cue (lexical overlap, negation), as SpuriousBench's feature-free pools need."""
     rows = []
     pool = text.sentences
     for i in range(n):
         premise, other = rng.choice(pool), rng.choice(pool)
         kind = rng.choice(["entailment", "neutral", "contradiction"])
-        hypothesis = nli_pair(kind, premise, other, rng)
+        construction = kind if rng.random() < 0.6 else rng.choice(CONSTRUCTIONS)
+        hypothesis = nli_pair(construction, premise, other, rng)
         if i < unlabeled:
             label = -1
         elif kind in names:
