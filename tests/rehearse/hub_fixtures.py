@@ -166,6 +166,12 @@ class Text:
 # Tokenizers and models
 
 
+def prompt_label_words() -> list[str]:
+    from spurious.core.prompt import PAPER_PROMPTS
+
+    return [w for spec in PAPER_PROMPTS.values() for w in spec.label_words]
+
+
 def train_tokenizer(family: str, texts: list[str], *, lowercase: bool = False, vocab_size: int = 3000):
     """A tokenizer of the family's real kind trained on ``texts``, wrapped in the family's transformers class."""
     from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
@@ -183,7 +189,9 @@ def train_tokenizer(family: str, texts: list[str], *, lowercase: bool = False, v
             words.update(w for w, _ in pre_tokenizer.pre_tokenize_str(normalizer.normalize_str(text)))
         chars = sorted({c for w in words for c in w})
         pieces = [*specials, *chars, *(f"##{c}" for c in chars)]
-        frequent = sorted((w for w in words if len(w) > 1), key=lambda w: (-words[w], w))
+        # the paper prompts' label words are single tokens of the real BERT vocabularies; so they are here
+        pieces += list(dict.fromkeys(normalizer.normalize_str(w) for w in prompt_label_words()))
+        frequent = sorted((w for w in words if len(w) > 1 and w not in pieces), key=lambda w: (-words[w], w))
         pieces += frequent[: max(0, vocab_size - len(pieces))]
         tok = Tokenizer(models.WordPiece(vocab={p: i for i, p in enumerate(pieces)}, unk_token="[UNK]"))
         tok.normalizer = normalizer

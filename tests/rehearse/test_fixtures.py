@@ -68,6 +68,16 @@ def test_tokenizers_are_the_same_on_every_build(family):
     assert first.get_vocab() == second.get_vocab() and len(first) == 800
 
 
+@pytest.mark.parametrize("lowercase", [False, True])
+def test_wordpiece_stand_ins_hold_the_paper_prompts_label_words_as_single_tokens(lowercase):
+    from spurious.core.prompt import PAPER_PROMPTS, label_word_ids
+
+    texts = list(load_squad_json(SQUAD)["context"].drop_duplicates()[:50])
+    tok = hub_fixtures.train_tokenizer("bert", texts, lowercase=lowercase, vocab_size=500)
+    for spec in PAPER_PROMPTS.values():
+        assert len(set(label_word_ids(tok, spec.label_words))) == 2
+
+
 def _inside_word(context: str, start: int, end: int) -> bool:
     """The answer starts or ends inside a word (a byte-level BPE token may then run past it)."""
     cut_start = start > 0 and context[start - 1].isalnum() and context[start].isalnum()
