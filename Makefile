@@ -105,6 +105,17 @@ report: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --report results/report.html
 	@echo "Report: results/report.html; tables and figures: results/report/"
 
+# The paper configs rehearsed for real on the CPU (tests/rehearse/run.py): each configs/paper-<p>.yaml merged with
+# its size overlay configs/rehearse/paper-<p>.yaml runs its whole job graph in results/rehearse/<p>/, offline, on
+# tiny models of each checkpoint's family and hub-layout dataset fixtures (tests/rehearse/hub_fixtures.py), then
+# checks that every final table and figure was written. CI runs `make rehearse` after the tests.
+REHEARSE_PAPERS ?= squad aflite spurious lexical
+rehearse: install
+	$(BIN)/python tests/rehearse/run.py --cores $(CORES) $(REHEARSE_PAPERS)
+
+rehearse-squad rehearse-aflite rehearse-spurious rehearse-lexical: rehearse-%: install
+	$(BIN)/python tests/rehearse/run.py --cores $(CORES) $*
+
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks workflow_scripts
 	$(BIN)/snakefmt --check Snakefile rules
