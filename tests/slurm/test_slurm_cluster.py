@@ -191,7 +191,7 @@ def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tm
     assert {j["JobId"] for j in _jobs()} == before
     payload = json.loads(plan.read_text())
     groups = [r for r in payload["requests"] if r["group"]]
-    assert len(groups) == 30  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4's 3
+    assert len(groups) == 31  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4 at App. C (4)
     for g in groups:
         assert g["cpus"] <= 8 and g["mem_mb"] <= 32000 and g["gpus"] == 0, g
         assert g["cpus"] == min(g["members"], PROFILE_CORES) and g["mem_mb"] == g["cpus"] * SEARCH_MEM_MB, g
