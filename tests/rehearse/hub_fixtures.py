@@ -454,7 +454,7 @@ def gen_nli(text: Text, config: str, split: str, layout, rng) -> list[dict[str, 
     names = _label_names(layout["features"])
     test = split.startswith("test")
     n = NLI_ROWS["train" if split.startswith("train") else "test" if test else "validation"]
-    unlabeled = n if (test and config in ("mnli",)) else (3 if config == "plain_text" else 0)
+    unlabeled = 3 if config == "plain_text" else 0  # SNLI's pairs without a gold label; GLUE's test labels: gen_glue
     return nli_rows(text, n, names, rng, unlabeled=unlabeled)
 
 

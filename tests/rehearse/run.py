@@ -62,7 +62,7 @@ def configs_of(paper: str) -> list[str]:
 
 def planned(workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True) -> dict[str, list[str]]:
     """rule -> the outputs of its planned jobs, from a dry run: of the whole job graph (``everything``), or of the
-    jobs still to run. The job count per rule: :func:`job_counts`."""
+    jobs still to run. One list of outputs per job: :func:`planned_jobs`."""
     return {rule: [p for job in jobs for p in job] for rule, jobs in planned_jobs(workdir, configs, env, everything=everything).items()}
 
 
