@@ -181,12 +181,13 @@ class _Renderer:
         ]
         clash = set(schema.get("properties", {})) & set(self.sections + self.terms)
         if clash:
-            raise ValueError(f"$defs {sorted(clash)} share a name with a top-level key: their sections' links would clash")
+            raise ValueError(f"$defs {sorted(clash)} share a name with a top-level key: the links would clash")
         if self.terms:
             lines += ["## Terms", ""]
             for name in self.terms:
-                d = self.defs[name]
-                lines += [f"### {name}", "", f"{_cell(self.type_text(d))}: {_cell(_one_line(d.get('description', '')))}", ""]
+                term = self.defs[name]
+                text = f"{self.type_text(term)}: {_one_line(term.get('description', ''))}"
+                lines += [f"### {name}", "", _cell(text), ""]
         required = set(schema.get("required", []))
         for key, sub in schema.get("properties", {}).items():
             lines += [f"## {key}", ""] + _table(self.rows(key, sub, key in required))
