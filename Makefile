@@ -75,12 +75,14 @@ install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# docs/config.md from schemas/config.schema.yaml (tests/core/test_config_docs.py fails while it is stale). Needs only
-# an installed venv, not a fresh install.
-config-docs: | $(VENV)/.installed
+# docs/config.md from schemas/config.schema.yaml (tests/core/test_config_docs.py fails while it is stale). Runs in the
+# venv as it is: it never installs or updates anything.
+config-docs:
+	@test -x $(BIN)/python || { echo "config-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
 	$(BIN)/python -m spurious.core.config_docs
 
-# The main workflow on the embedded config.yaml (offline, CPU), then the HTML report.
+# The main workflow on the embedded config.yaml (offline, CPU; budget: 30 min on 2 cores), then the HTML report.
+# Budgets are what a target is designed to stay under; measured times: docs/measured-results.md.
 demo: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
 	$(MAKE) report
@@ -92,7 +94,7 @@ demo-audit: install
 	@echo "Audit: results/audit/demo_qa/report.html"
 
 # Debiasing on CPU (configs/demo-debias.yaml): word-dist, a matched plain control, ReSam/LMix/CReg, NQ out of
-# distribution (< 60 min); then the quality floors (benchmarks/check_debias_floors.py).
+# distribution (budget: 60 min on 2 cores); then the quality floors (benchmarks/check_debias_floors.py).
 demo-debias: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml
 	$(MAKE) report-debias
@@ -107,7 +109,7 @@ report-debias: install
 	@echo "Report: results/report-debias.html; tables and figures: results/report/ and results/report/debias/"
 
 # Stubborn Lexical Bias on CPU (configs/demo-lexical.yaml): QNLI z-scores, reweighting, bigrams, 8 classifiers and
-# their permutation tests, Tables 1-3, App. A.1 and Fig. 2 (< 30 min).
+# their permutation tests, Tables 1-3, App. A.1 and Fig. 2 (budget: 30 min on 2 cores).
 demo-lexical: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-lexical.yaml
 	$(MAKE) report-lexical
@@ -118,7 +120,7 @@ report-lexical: install
 	@echo "Report: results/report-lexical.html; tables and figures: results/report/lexical/"
 
 # AFLite on CPU (configs/demo-aflite.yaml): the synthetic experiment (Table 7, Fig. 2) and text filtering of SST-2
-# and QNLI with MiniLM, D / D_rand / D(AFLite) (Tables 3-4 layout) (< 30 min).
+# and QNLI with MiniLM, D / D_rand / D(AFLite) (Tables 3-4 layout) (budget: 30 min on 2 cores).
 demo-aflite: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-aflite.yaml
 	$(MAKE) report-aflite
@@ -130,7 +132,7 @@ report-aflite: install
 
 # SpuriousBench on CPU (configs/demo-spurious.yaml): the SST-2 suite (24 features), pretrained vs randomly
 # initialised MiniLM on five of them, 3 seeds each; spurious gaps per feature and category, Fig. 1, Fig. 2, App. E
-# sizes (< 30 min).
+# sizes (budget: 30 min on 2 cores).
 demo-spurious: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-spurious.yaml
 	$(MAKE) report-spurious
@@ -184,7 +186,7 @@ bench: install-dev
 
 # Every GPU code path for real on the demo data (QA training and prediction, the three debiasing objectives and a bias
 # model, the classifiers, in-context scoring, AFLite and the lexical reweighting on the device, the warm training
-# benchmark), on one CUDA card, under 8 minutes: results/gpu_check/gpu_check.{json,md}. `make test` runs it with
+# benchmark), on one CUDA card (budget: 8 minutes): results/gpu_check/gpu_check.{json,md}. `make test` runs it with
 # --quick on the CPU (tests/core/test_gpu_check.py).
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check
