@@ -4,10 +4,16 @@ PYTHON ?= python3
 VENV ?= .venv
 BIN := $(VENV)/bin
 CORES ?= 2
-# The CPU build of torch that lies on disk on our 2-core machines; installed BEFORE the package so that the
-# multi-GB CUDA build is never pulled. On a GPU cluster install your CUDA torch into the venv first and run
-# `make TORCH_SPEC= demo` (an empty spec keeps the torch you have).
-TORCH_SPEC ?= torch==2.13.0
+# torch is installed first, by itself, from whatever index pip uses: on Linux, PyPI's torch==2.13.0 is the CUDA build
+# (several GB); where a CPU wheel of it lies in pip's find-links, that one. To keep a torch you installed yourself
+# (a CUDA build matching your cluster, or PyTorch's CPU build), run `make TORCH_SPEC= ...`.
+TORCH_PIN := torch==2.13.0
+TORCH_SPEC ?= $(TORCH_PIN)
+# Everything but torch is installed from the lock files: exact versions with the hashes of their files, the ones the
+# test suite passes with (`make lock` writes them from pyproject.toml's ranges). `make install LOCK=` takes the
+# ranges instead (newest versions allowed, no hashes).
+LOCK ?= requirements.lock
+DEV_LOCK ?= $(if $(LOCK),requirements-dev.lock)
 
 # Offline data: ../shared (beside the clone) when it exists. SPURIOUS_DATA_MIRROR takes precedence over the hub;
 # with a mirror the run is offline (HF_HUB_OFFLINE=1), so nothing ever touches the network.
@@ -22,26 +28,61 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
+.PHONY: install install-dev lock config-docs demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install -q --upgrade pip
 
-$(VENV)/.installed: $(BIN)/python pyproject.toml
+# With a lock: its packages exactly (--no-deps: the lock is the whole environment but torch), then the project
+# itself, then `pip check` (a missing torch or a lock that no longer fits pyproject.toml fails here).
+$(VENV)/.installed: $(BIN)/python pyproject.toml $(LOCK)
 	$(if $(TORCH_SPEC),$(BIN)/pip install -q "$(TORCH_SPEC)")
-	$(BIN)/pip install -q -e .
+	$(if $(LOCK),$(BIN)/pip install -q --require-hashes --no-deps -r $(LOCK))
+	$(BIN)/pip install -q $(if $(LOCK),--no-deps) -e .
+	$(BIN)/pip check
 	touch $@
 
-$(VENV)/.installed-dev: $(VENV)/.installed
-	$(BIN)/pip install -q -e '.[dev]'
+$(VENV)/.installed-dev: $(VENV)/.installed $(DEV_LOCK)
+	$(if $(DEV_LOCK),$(BIN)/pip install -q --require-hashes --no-deps -r $(DEV_LOCK),$(BIN)/pip install -q -e '.[dev]')
+	$(BIN)/pip check
 	touch $@
+
+# The lock files, resolved by uv (kept in its own venv, LOCK_TOOL_VENV) from pyproject.toml's ranges and TORCH_PIN for
+# Linux x86-64 and Python 3.11, with the hashes of every file of each pinned version (wheels for other platforms
+# included). The versions already in a lock are kept where the ranges allow them; `make lock LOCK_UPGRADE=1` takes the
+# newest. torch, triton and the nvidia-*/cuda-* packages of PyPI's Linux torch wheel are dropped from the locks
+# (TORCH_SPEC installs torch, with the build's own packages); torch's CPU dependencies (sympy, networkx, ...) stay.
+LOCK_TOOL_VENV ?= .venv-lock
+UV_SPEC ?= uv==0.13.9
+LOCK_DROP := ^(torch|triton|nvidia-|cuda-)[A-Za-z0-9._-]*==
+define lock_compile
+	$(LOCK_TOOL_VENV)/bin/uv pip compile pyproject.toml --quiet --python-version 3.11 \
+		--python-platform x86_64-manylinux_2_28 --generate-hashes --annotation-style line \
+		--custom-compile-command 'make lock' $(if $(LOCK_UPGRADE),--upgrade) -c <(echo '$(TORCH_PIN)') $(2) -o $(1)
+	awk '/^[^ #]/ { drop = /$(LOCK_DROP)/ } !drop' $(1) > $(1).tmp && mv $(1).tmp $(1)
+endef
+
+$(LOCK_TOOL_VENV)/bin/uv:
+	$(PYTHON) -m venv $(LOCK_TOOL_VENV)
+	$(LOCK_TOOL_VENV)/bin/pip install -q "$(UV_SPEC)"
+
+lock: $(LOCK_TOOL_VENV)/bin/uv
+	$(call lock_compile,requirements-dev.lock,--extra dev)
+	$(call lock_compile,requirements.lock,-c requirements-dev.lock)
 
 install: $(VENV)/.installed
 
 install-dev: $(VENV)/.installed-dev
 
-# The main workflow on the embedded config.yaml (offline, CPU), then the HTML report.
+# docs/config.md from schemas/config.schema.yaml (tests/core/test_config_docs.py fails while it is stale). Runs in the
+# venv as it is: it never installs or updates anything.
+config-docs:
+	@test -x $(BIN)/python || { echo "config-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
+	$(BIN)/python -m spurious.core.config_docs
+
+# The main workflow on the embedded config.yaml (offline, CPU; budget: 30 min on 2 cores), then the HTML report.
+# Budgets are what a target is designed to stay under; measured times: docs/measured-results.md.
 demo: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES)
 	$(MAKE) report
@@ -53,7 +94,7 @@ demo-audit: install
 	@echo "Audit: results/audit/demo_qa/report.html"
 
 # Debiasing on CPU (configs/demo-debias.yaml): word-dist, a matched plain control, ReSam/LMix/CReg, NQ out of
-# distribution (< 60 min); then the quality floors (benchmarks/check_debias_floors.py).
+# distribution (budget: 60 min on 2 cores); then the quality floors (benchmarks/check_debias_floors.py).
 demo-debias: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-debias.yaml
 	$(MAKE) report-debias
@@ -68,7 +109,7 @@ report-debias: install
 	@echo "Report: results/report-debias.html; tables and figures: results/report/ and results/report/debias/"
 
 # Stubborn Lexical Bias on CPU (configs/demo-lexical.yaml): QNLI z-scores, reweighting, bigrams, 8 classifiers and
-# their permutation tests, Tables 1-3, App. A.1 and Fig. 2 (< 30 min).
+# their permutation tests, Tables 1-3, App. A.1 and Fig. 2 (budget: 30 min on 2 cores).
 demo-lexical: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-lexical.yaml
 	$(MAKE) report-lexical
@@ -79,7 +120,7 @@ report-lexical: install
 	@echo "Report: results/report-lexical.html; tables and figures: results/report/lexical/"
 
 # AFLite on CPU (configs/demo-aflite.yaml): the synthetic experiment (Table 7, Fig. 2) and text filtering of SST-2
-# and QNLI with MiniLM, D / D_rand / D(AFLite) (Tables 3-4 layout) (< 30 min).
+# and QNLI with MiniLM, D / D_rand / D(AFLite) (Tables 3-4 layout) (budget: 30 min on 2 cores).
 demo-aflite: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-aflite.yaml
 	$(MAKE) report-aflite
@@ -91,7 +132,7 @@ report-aflite: install
 
 # SpuriousBench on CPU (configs/demo-spurious.yaml): the SST-2 suite (24 features), pretrained vs randomly
 # initialised MiniLM on five of them, 3 seeds each; spurious gaps per feature and category, Fig. 1, Fig. 2, App. E
-# sizes (< 30 min).
+# sizes (budget: 30 min on 2 cores).
 demo-spurious: install
 	$(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) --configfile configs/demo-spurious.yaml
 	$(MAKE) report-spurious
@@ -145,7 +186,7 @@ bench: install-dev
 
 # Every GPU code path for real on the demo data (QA training and prediction, the three debiasing objectives and a bias
 # model, the classifiers, in-context scoring, AFLite and the lexical reweighting on the device, the warm training
-# benchmark), on one CUDA card, under 8 minutes: results/gpu_check/gpu_check.{json,md}. `make test` runs it with
+# benchmark), on one CUDA card (budget: 8 minutes): results/gpu_check/gpu_check.{json,md}. `make test` runs it with
 # --quick on the CPU (tests/core/test_gpu_check.py).
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check
