@@ -83,6 +83,8 @@ CASES: tuple[Case, ...] = (
     Case("sample-size-zero", "`--sample-size`, `--iterations`, `--threads`, `--top-k` of `bias`, `audit`, "
          "`lexical-test`", "a whole number of at least 1", ("bias", "dev.json", "predictions.json",
                                                            "--sample-size", "0")),
+    Case("report-json-invalid", "results of `spurious bias --json` (`RESULT.json` of `report`)", "the file is JSON",
+         ("report", "broken.json", "--out-dir", "report")),
     Case("classification-parquet-truncated", CLASSIFICATION_DATA, "the file is a readable parquet",
          ("lexical-test", "truncated.parquet", "test.parquet", "predictions.csv")),
     Case("classification-parquet-corrupt", CLASSIFICATION_DATA, "the parquet footer is intact",

@@ -244,15 +244,15 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from spurious.core.errors import unreadable
     from spurious.thinktwice import report
 
+    results = []
     for p in args.results:
         if not Path(p).exists():
             raise CLIError(f"results file {p} does not exist; produce it with `spurious bias --json`")
-    try:
-        results = report.load_results(args.results)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"a results file is not valid JSON ({exc})") from exc
+        with unreadable(p, "results file", "produce it with `spurious bias --json`"):
+            results += report.load_results([p])
     out = Path(args.out_dir)
     try:
         bias = report.bias_table(results, paper_run=args.paper_run)

@@ -47,6 +47,11 @@ def _subcommand(sub: argparse._SubParsersAction, name: str, summary: str, *examp
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
+def _add_qa_files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
+    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
+
+
 def _add_data_options(p: argparse.ArgumentParser) -> None:
     p.add_argument(
         "--on-invalid",
@@ -120,8 +125,7 @@ def _add_evaluate(sub: argparse._SubParsersAction) -> None:
         "spurious evaluate dev-v1.1.json predictions.json",
         "spurious evaluate dev-v1.1.json predictions.json --per-example scores.parquet",
     )
-    p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
-    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
+    _add_qa_files(p)
     p.add_argument(
         "--per-example",
         default=None,
@@ -144,8 +148,7 @@ def _add_bias(sub: argparse._SubParsersAction) -> None:
         "spurious bias dev-v1.1.json predictions.json --heuristics-file dev_heuristics.parquet --heuristics ans-len",
         "spurious bias my_dev.json predictions.json --sample-size 400   # data of 800 to 1,599 questions",
     )
-    p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
-    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
+    _add_qa_files(p)
     _add_heuristic_options(p)
     p.add_argument(
         "--heuristics-file",
