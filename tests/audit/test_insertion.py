@@ -72,7 +72,7 @@ def test_insertion_table_with_a_rule_that_reads_the_exclamation_mark():
 
 
 def test_bad_features_and_tokens_are_named():
-    with pytest.raises(ValueError, match="unknown insertion feature 'noun:film'"):
+    with pytest.raises(ValueError, match="insertion feature 'noun:film': not one of SpuriousBench's; choose from"):
         ins.insertions(["noun:film"])
     with pytest.raises(ValueError, match="one word"):
         ins.insertions([], tokens=["two words"])

@@ -400,3 +400,26 @@ def test_job_settings_take_the_process_count_from_the_jobs_gpus():
     }  # fmt: skip
     assert engine.job_settings(base, threads=1, resources=SimpleNamespace(gpu=4))["threads"] == 1
     assert base == {"batch_size": 16}  # not changed in place
+
+
+def test_a_damaged_checkpoint_is_named_with_what_to_do(tiny_bert, train_rows, tmp_path):
+    """A truncated model file in the checkpoint (a disk that filled up, a copy cut off): the rerun stops with the
+    checkpoint's path, what is wrong and what to do (the CLI's and a workflow job's one line), not Accelerate's
+    traceback."""
+    from spurious.core.errors import UnreadableFileError
+
+    out = tmp_path / "r"
+    rows, weights = train_rows
+    settings = dict(SETTINGS, max_steps=4, checkpoint_every=2)
+    classifier.train_classifier(rows, model_name_or_path=str(tiny_bert), output_dir=out / "model",
+                                checkpoint_dir=out / "ck", settings=settings, weights=weights)
+    ckpt = engine.latest_checkpoint(out / "ck")
+    (model_file,) = [p for p in ckpt.iterdir() if p.name.startswith(("pytorch_model", "model"))]
+    model_file.write_bytes(model_file.read_bytes()[:1000])
+    with pytest.raises(UnreadableFileError) as exc:
+        classifier.train_classifier(rows, model_name_or_path=str(tiny_bert), output_dir=out / "again",
+                                    checkpoint_dir=out / "ck", settings=settings, weights=weights)
+    message = str(exc.value)
+    assert message.startswith(f"{ckpt}: not a readable training checkpoint (")
+    assert message.endswith(f"; delete {out / 'ck'} to start the run afresh (only the newest checkpoint is kept)")
+    assert "\n" not in message

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, data, runlog
+from spurious.core import classification, data, errors, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -15,7 +15,7 @@ try:
     frame = loader.load_source(snakemake.params.source)
     source = frame.attrs.get("source", str(snakemake.params.source))
     frame, summary = loader.validate_records(frame, source=source, on_invalid=snakemake.params.on_invalid)
-except (data.DataValidationError, FileNotFoundError) as exc:
+except (data.DataValidationError, errors.InputError, FileNotFoundError) as exc:
     # the same one-line errors as the command line's, naming the file, the record and the fix
     runlog.fail(log, f"{where}: {exc}")
 log.info("%s: %d records kept, %d dropped, %d unlabeled", source, len(frame), summary["n_dropped"], summary.get("n_unlabeled", 0))

@@ -28,6 +28,7 @@ import pandas as pd
 
 from spurious.audit import insertion as ins
 from spurious.audit import verdict
+from spurious.core.errors import READ_ERRORS, InputError, unreadable
 
 LogFn = Callable[[str], None]
 _GENERIC_LABEL = re.compile(r"^label_?\d+$", re.IGNORECASE)
@@ -36,8 +37,8 @@ _GENERIC_LABEL = re.compile(r"^label_?\d+$", re.IGNORECASE)
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
 
 
-class AuditInputError(ValueError):
-    """A problem with the audit's inputs, described in one line that names it and the fix."""
+class AuditInputError(InputError, ValueError):
+    """A problem with the audit's inputs, described in one line that names it and the fix (the CLI: exit 2)."""
 
 
 def check_tokenizer_files(model: str | os.PathLike) -> None:
@@ -65,17 +66,17 @@ def read_model_config(model: str | os.PathLike) -> Any:
 
 def model_label_names(model: str | os.PathLike) -> list[str]:
     """The label names a classifier predicts, in index order; AuditInputError when ``model`` is not one."""
-    from spurious.lexical.bilstm import MARKER, is_bilstm
+    from spurious.lexical.bilstm import is_bilstm, read_description
 
     path = Path(os.fspath(model))
     if path.exists() and is_bilstm(path):
-        import json
-
-        return list(json.loads((path / MARKER).read_text())["label_names"])
+        return read_description(path)["label_names"]
     if path.exists() and (path / "prompt.json").is_file():
         import json
 
-        return list(json.loads((path / "prompt.json").read_text())["label_names"])
+        with unreadable(path / "prompt.json", "prompt-based model description", "save the prompt-based model again",
+                        READ_ERRORS + (KeyError, TypeError)):
+            return list(json.loads((path / "prompt.json").read_text())["label_names"])
     config = read_model_config(model)
     archs = [a for a in (config.architectures or []) if "SequenceClassification" in a]
     if not archs:

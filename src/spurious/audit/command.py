@@ -56,21 +56,25 @@ def read_qa(path: str | os.PathLike, on_invalid: str = "error") -> pd.DataFrame:
     from spurious.core.inputs import InputError, load_data
 
     if str(path).endswith(".parquet"):
-        from spurious.core.data import read_qa_parquet
+        from spurious.core.data import DataValidationError, read_qa_parquet
 
-        return read_qa_parquet(path)
+        try:
+            return read_qa_parquet(path)
+        except DataValidationError as exc:
+            raise AuditInputError(str(exc)) from None
     try:
         return load_data(path, on_invalid=on_invalid)[0]
     except InputError as exc:
         raise AuditInputError(str(exc)) from None
 
 
-def load_classification(path: str | os.PathLike, label_names: list[str] | None) -> pd.DataFrame:
+def load_classification(path: str | os.PathLike, label_names: list[str] | None, on_invalid: str = "error"
+                        ) -> pd.DataFrame:
     """A classification file (the workflow's normalised parquet, a hub parquet export or a GLUE TSV), validated as
     the CLI does; ``label_names`` names the labels in index order."""
     from spurious.core.inputs import InputError, load_classification_file
 
-    args = argparse.Namespace(text_columns=None, label_column=None,
+    args = argparse.Namespace(text_columns=None, label_column=None, on_invalid=on_invalid,
                               label_names=",".join(label_names) if label_names else None)
     try:
         frame = load_classification_file(path, args)
@@ -94,6 +98,38 @@ def adopt_model_names(frame: pd.DataFrame, model_names: list[str]) -> bool:
     return False
 
 
+def check_out_dir(out: str | os.PathLike) -> None:
+    """AuditInputError unless ``out`` is a folder this process can write into, or one it can create."""
+    path = Path(out)
+    if path.exists() and not path.is_dir():
+        raise AuditInputError(f"--out {path}: a file, not a folder; pass a folder for audit.json and report.html")
+    existing = next(p for p in (path, *path.parents) if p.exists())
+    if not existing.is_dir():
+        raise AuditInputError(f"--out {path}: {existing} is a file, so the folder cannot be made; pass another folder")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise AuditInputError(f"--out {path}: {existing} is not writable; pass a folder you can write to")
+
+
+def check_arguments(task: str, out: str | os.PathLike, *, tokens: tuple[str, ...], features: list[str] | None,
+                    heuristic_names: list[str] | None) -> None:
+    """The checks that need neither the model nor the data, made before either is read: the task, the output folder,
+    the insertion features and tokens, and NLTK's stop words where the audit will need them."""
+    from spurious.audit import insertion
+    from spurious.core.resources import english_stopwords
+
+    if task not in ("qa", "classification"):
+        raise AuditInputError(f"unknown task {task!r}; use qa or classification")
+    check_out_dir(out)
+    if task == "qa" and (tokens or features):
+        raise AuditInputError("--insert-token and --features apply to --task classification; drop them for a QA audit")
+    try:
+        insertion.insertions(features, tokens)
+    except ValueError as exc:
+        raise AuditInputError(str(exc)) from None
+    if task == "classification" or "word-dist" in (heuristic_names or ["word-dist"]):
+        english_stopwords()  # the permutation test's features, QA's word-dist: a MissingResourceError names NLTK_DATA
+
+
 def run_audit(
     model: str,
     task: str,
@@ -107,6 +143,7 @@ def run_audit(
     tfidf_reference: str | None = None,
     bias_settings: Mapping[str, Any] | None = None,
     heuristic_settings: Mapping[str, Any] | None = None,
+    on_invalid: str = "error",
     device: str = "auto",
     threads: int = 1,
     log_fn: Callable[[str], None] | None = None,
@@ -116,21 +153,23 @@ def run_audit(
     QA: ``bias_settings`` are the threshold search's (``sample_size``, ``iterations``, ``with_replacement``, ``seed``,
     ``allow_too_few_rows``) and ``heuristic_settings`` the heuristics' definitions (``names``, ``compat``,
     ``variants``): the workflow's audit rule passes the dicts its bias and heuristics rules take their params from,
-    so that the audit repeats the workflow's numbers."""
+    so that the audit repeats the workflow's numbers. ``on_invalid`` (``error`` or ``drop``) is what to do with
+    invalid records of the data files. Every argument, and the data, is checked before the model is loaded."""
     import spurious
     from spurious.audit import report
 
     emit = log_fn or log.info
+    definitions = dict(heuristic_settings or {})
+    check_arguments(task, out, tokens=tokens, features=features, heuristic_names=definitions.get("names"))
     if task == "qa":
         from spurious.audit.qa import audit_qa, check_qa_model
 
         check_qa_model(model)
         path, why = (data, "given with --data") if data else (str(_mirror_file(SQUAD_DEV)), default_data("qa", None)[1])
-        frame = read_qa(path)
+        frame = read_qa(path, on_invalid=on_invalid)
         frame.attrs["source"] = str(path)
         # one context per question, as the workflow's heuristics rule fits cos-sim's TF-IDF
         contexts = read_qa(tfidf_reference, on_invalid="drop")["context"].tolist() if tfidf_reference else None
-        definitions = dict(heuristic_settings or {})
         emit(f"QA audit of {model} on {path} ({len(frame)} questions; {why})")
         result = audit_qa(model, frame, heuristics=definitions.get("names"), compat=definitions.get("compat"),
                           variants=definitions.get("variants"), tfidf_contexts=contexts,
@@ -145,10 +184,10 @@ def run_audit(
         else:
             relative, why = default_data("classification", names)
             path = str(_mirror_file(relative))
-        frame = load_classification(path, label_names)
+        frame = load_classification(path, label_names, on_invalid)
         ids_only = label_names is None and adopt_model_names(frame, names)
         match_labels(names, list(frame.attrs["label_names"]), model=model, data=path)  # before any long step
-        train_frame = load_classification(train, label_names) if train else None
+        train_frame = load_classification(train, label_names, on_invalid) if train else None
         if train_frame is not None and label_names is None:
             adopt_model_names(train_frame, names)
         nlp = None
@@ -161,8 +200,6 @@ def run_audit(
                                       device=device, nlp=nlp, log=emit)
         if ids_only:
             result["label_mapping"] = "by index (the data has label ids only; the model's names are used)"
-    else:
-        raise AuditInputError(f"unknown task {task!r}; use qa or classification")
     result.update(
         model=report.fingerprint(model) | {"id": str(model)},
         data=report.fingerprint(path) | {"id": str(path), "why": why},
@@ -185,18 +222,50 @@ def parse_variants(items: list[str] | None) -> dict[str, str]:
     return variants
 
 
-def add_parser(sub: Any) -> None:
-    p = sub.add_parser(
-        "audit",
-        help="which shortcuts a model takes: every diagnostic of the four papers that fits its task, in one report",
+def add_sample_size_option(p: argparse.ArgumentParser, prefix: str = "") -> None:
+    """``--sample-size``, with one default for `spurious bias` and `spurious audit`: the paper's, on the paper's data
+    (SQuAD v1.1 dev, the audit's default QA data), so that both give numbers comparable with its Figure 2 and the
+    audit's effect-size classes, which are cut from it. Smaller data needs a smaller sample size, which the error
+    for too few questions names before any prediction."""
+    from spurious.core.inputs import positive_int
+    from spurious.thinktwice import paper_values
+
+    p.add_argument(
+        "--sample-size", type=positive_int, default=paper_values.SAMPLE_SIZE, metavar="N",
+        help=f"{prefix}questions per bootstrap draw (default %(default)s, Think Twice's on SQuAD v1.1 dev, so that "
+        "the numbers compare with the paper's; the data needs at least 2 x N questions: lower it for smaller data, "
+        "as the demo config's 400 for its validation split of about 3,600)",
     )
+
+
+EXAMPLES = """\
+examples:
+  spurious audit path/to/sst2-classifier --task classification --out audit_sst2
+  spurious audit path/to/nli-classifier --task classification --data dev.tsv --train train.tsv --insert-token not --out audit_nli
+  spurious audit path/to/squad-model --task qa --out audit_qa
+  spurious audit path/to/squad-model --task qa --data my_dev.json --sample-size 400 --out audit_qa"""
+
+
+def add_parser(sub: Any) -> None:
+    from spurious.core.inputs import non_negative_int, positive_int
+    from spurious.thinktwice import paper_values
+
+    summary = "which shortcuts a model takes: every diagnostic of the four papers that fits its task, in one report"
+    p = sub.add_parser("audit", help=summary, description=summary, epilog=EXAMPLES,
+                       formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("model", metavar="MODEL", help="a model folder or hub id (or a BiLSTM folder of the lexical track)")
-    p.add_argument("--task", choices=("qa", "classification"), required=True)
+    p.add_argument("--task", choices=("qa", "classification"), required=True,
+                   help="qa: an extractive QA model (Think Twice); classification: a sequence classifier (Stubborn "
+                   "Lexical Bias, SpuriousBench, AFLite)")
     p.add_argument("--data", default=None, metavar="FILE",
                    help="evaluation data (default: from the offline mirror, SQuAD v1.1 dev / SST-2 dev / QNLI dev)")
-    p.add_argument("--train", default=None, metavar="FILE", help="classification: the model's training data")
-    p.add_argument("--out", required=True, metavar="DIR", help="where audit.json and report.html go")
-    p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="the data's label names in index order")
+    p.add_argument("--train", default=None, metavar="FILE",
+                   help="classification: the model's training data (the lexical features and AFLite's predictability)")
+    p.add_argument("--out", required=True, metavar="DIR", help="the folder audit.json and report.html go into")
+    p.add_argument("--label-names", default=None, metavar="N0,N1,...",
+                   help="classification: the data's label names in index order (renames a parquet's label ids)")
+    p.add_argument("--on-invalid", choices=("error", "drop"), default="error",
+                   help="invalid records in --data / --train: stop with an error (default) or drop them")
     p.add_argument("--insert-token", action="append", default=[], metavar="WORD",
                    help="classification: also test inserting this word (repeatable)")
     p.add_argument("--features", default=None, metavar="F1,F2",
@@ -209,34 +278,35 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--variant", action="append", metavar="HEURISTIC=NAME",
                    help="QA: a heuristic's paper-text definition, e.g. word-dist=between (heuristics.variants); "
                    "repeatable")
-    p.add_argument("--sample-size", type=int, default=400, help="QA: bootstrap sample size (default 400, the demo's)")
-    p.add_argument("--iterations", type=int, default=100, help="QA: bootstrap draws (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="QA: the bootstrap's sampling seed (default 0)")
+    add_sample_size_option(p, prefix="QA: ")
+    p.add_argument("--iterations", type=positive_int, default=paper_values.ITERATIONS,
+                   help="QA: bootstrap draws (default %(default)s, the paper's)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="QA: the bootstrap's sampling seed (default 0)")
     p.add_argument("--with-replacement", action="store_true", help="QA: draw the bootstrap samples with replacement")
     p.add_argument("--allow-too-few-rows", action="store_true",
                    help="QA: report 'no threshold' instead of failing when the data has fewer than 2 x --sample-size "
                    "questions (bias.allow_too_few_rows)")
     p.add_argument("--device", default="auto", help="cpu, cuda or auto (default)")
-    p.add_argument("--threads", type=int, default=1, metavar="N", help="QA: processes for the heuristics' spaCy work")
+    p.add_argument("--threads", type=positive_int, default=1, metavar="N",
+                   help="QA: processes for the heuristics' spaCy work")
     p.set_defaults(func=cmd_audit)
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
-    from spurious.core.inputs import InputError  # the CLI's CLIError: one line on stderr, exit status 2
+    """`spurious audit`: an AuditInputError is an InputError, which the CLI prints as one line (exit status 2)."""
 
     def progress(message: str) -> None:
-        print(f"spurious audit: {message}", file=sys.stderr, flush=True)
+        if not args.quiet:
+            print(f"spurious audit: {message}", file=sys.stderr, flush=True)
 
-    try:
-        run_audit(
-            args.model, args.task, args.out, data=args.data, train=args.train,
-            label_names=args.label_names.split(",") if args.label_names else None,
-            tokens=tuple(args.insert_token), features=args.features.split(",") if args.features else None,
-            tfidf_reference=args.tfidf_reference, device=args.device, threads=args.threads, log_fn=progress,
-            bias_settings={"sample_size": args.sample_size, "iterations": args.iterations, "seed": args.seed,
-                           "with_replacement": args.with_replacement, "allow_too_few_rows": args.allow_too_few_rows},
-            heuristic_settings={"compat": args.compat, "variants": parse_variants(args.variant)},
-        )
-    except AuditInputError as exc:
-        raise InputError(str(exc)) from None
+    run_audit(
+        args.model, args.task, args.out, data=args.data, train=args.train,
+        label_names=args.label_names.split(",") if args.label_names else None,
+        tokens=tuple(args.insert_token), features=args.features.split(",") if args.features else None,
+        tfidf_reference=args.tfidf_reference, on_invalid=args.on_invalid, device=args.device, threads=args.threads,
+        log_fn=progress,
+        bias_settings={"sample_size": args.sample_size, "iterations": args.iterations, "seed": args.seed,
+                       "with_replacement": args.with_replacement, "allow_too_few_rows": args.allow_too_few_rows},
+        heuristic_settings={"compat": args.compat, "variants": parse_variants(args.variant)},
+    )
     return 0

@@ -67,18 +67,19 @@ class Insertion:
 
 def insertions(features: Sequence[str] | None = None, tokens: Sequence[str] = ()) -> list[Insertion]:
     """The insertions to test: SpuriousBench features by name (default :data:`DEFAULT_FEATURES`) and user tokens
-    (inserted as the first word). An unknown feature name or a token with whitespace raises ValueError."""
+    (inserted as the first word). An unknown feature name or a token with whitespace raises ValueError (the audit
+    checks both before any other step)."""
     names = list(DEFAULT_FEATURES if features is None else features)
     out = []
     for name in names:
         spec = sb.FEATURES.get(name)
         if spec is None or spec.kind != "insertion":
             known = sorted(n for n, s in sb.FEATURES.items() if s.kind == "insertion")
-            raise ValueError(f"unknown insertion feature {name!r}; known: {', '.join(known)}")
+            raise ValueError(f"insertion feature {name!r}: not one of SpuriousBench's; choose from {', '.join(known)}")
         out.append(Insertion(name, "SpuriousBench Table 1", spec.needs_parse))
     for token in tokens:
         if not token or any(c.isspace() for c in token):
-            raise ValueError(f"an inserted token must be one word without whitespace, got {token!r}")
+            raise ValueError(f"inserted token {token!r}: not one word; pass a single word without whitespace")
         out.append(Insertion(f"token:{token}", "user token", False))
     return out
 

@@ -8,7 +8,12 @@ Subcommands::
                   [--with-replacement] [--compat isbiased] [--json OUT.json]
     spurious report RESULT.json [...] --out-dir DIR [--paper-run BERT-Base]
     spurious lexical-test TRAIN TEST PREDICTIONS [--top-k 50] [--counting types|tokens] [--stop-words nltk|none]
-                  [--text-columns A[,B]] [--label-column C] [--label-names n0,n1,...] [--json OUT.json]
+                  [--text-columns A[,B]] [--label-column C] [--label-names n0,n1,...] [--on-invalid error|drop]
+                  [--json OUT.json]
+    spurious audit MODEL --task qa|classification --out DIR [...]      (spurious.audit.command)
+
+``--version``; ``-v`` / ``-q`` (more or no progress output) go before or after the subcommand. ``spurious -h`` names
+the four papers and the commands that run their diagnostics; ``spurious COMMAND -h`` ends with examples.
 
 ``DATA.json`` is the official SQuAD v1.1 JSON (an object with a ``data`` list of articles) or a JSON list of flat
 records (``id, context, question, answers{text, answer_start}``), plain or ``.gz``. ``PREDICTIONS.json`` is the
@@ -19,8 +24,9 @@ predictions: TRAIN and TEST are classification data (the workflow's normalised p
 or a GLUE TSV with a header, plain or .gz), PREDICTIONS a parquet/CSV/TSV/JSON-lines file with ``id`` and
 ``prediction`` (a label id or name) columns covering every TEST record.
 
-User errors (a missing or malformed file, an unknown heuristic, predictions missing ids, invalid records) print one
-message naming the file and the fix on stderr and exit with status 2, without a traceback.
+User errors (a missing, malformed or damaged file, an unknown heuristic, predictions missing ids, invalid records, a
+bad argument) print one message naming the file or argument and the fix on stderr and exit with status 2, without a
+traceback, before any model is loaded where the input allows (docs/errors.md lists them).
 """
 
 from spurious.cli.commands import (

@@ -52,10 +52,18 @@ def _annotate_frame(frame: pd.DataFrame, args: argparse.Namespace, heuristics: l
 
 
 def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[str]) -> pd.DataFrame:
+    """The ``spurious annotate`` values of ``heuristics`` for the questions of ``frame``, in its order; a damaged file,
+    missing columns or rows, and non-numeric or NaN values are CLIErrors naming the file and the fix."""
+    import numpy as np
+
+    from spurious.core.errors import unreadable
+
     p = Path(path)
     if not p.exists():
         raise CLIError(f"heuristics file {p} does not exist; create it with `spurious annotate`")
-    table = pd.read_parquet(p)
+    fix = "create it again with `spurious annotate` on this data file"
+    with unreadable(p, "parquet file", fix):
+        table = pd.read_parquet(p)
     missing_cols = [c for c in ["id", *heuristics] if c not in table.columns]
     if missing_cols:
         raise CLIError(
@@ -70,7 +78,17 @@ def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[st
             f"heuristics file {p} has no row for {len(absent)} question(s) of the data file (first ids: "
             f"{', '.join(absent[:5])}); annotate this data file"
         )
-    return table.loc[ids.tolist(), heuristics].reset_index()
+    values = table.loc[ids.tolist(), heuristics].copy()
+    for h in heuristics:
+        numbers = pd.to_numeric(values[h], errors="coerce").to_numpy(dtype=float)
+        bad = values.index[~np.isfinite(numbers)]
+        if len(bad):
+            raise CLIError(
+                f"{p}: column {h} holds {len(bad)} missing, NaN, infinite or non-numeric value(s) (first ids: "
+                f"{', '.join(bad[:5])}); heuristics mark 'not computable' with -1: {fix}"
+            )
+        values[h] = numbers
+    return values.reset_index()
 
 
 def cmd_annotate(args: argparse.Namespace) -> int:
@@ -88,7 +106,8 @@ def cmd_annotate(args: argparse.Namespace) -> int:
         "validation": {k: info[k] for k in ("n_input", "n_dropped") if k in info},
     }
     write_parquet(values, args.out, metadata=metadata)
-    print(f"wrote {len(values)} rows x {len(heuristics)} heuristics to {args.out}", file=sys.stderr)
+    if not args.quiet:
+        print(f"wrote {len(values)} rows x {len(heuristics)} heuristics to {args.out}", file=sys.stderr)
     return 0
 
 
@@ -166,10 +185,6 @@ def cmd_bias(args: argparse.Namespace) -> int:
     from spurious.thinktwice.bias import NOT_FOUND_REASONS, InsufficientRowsError, search_threshold
 
     heuristics = parse_heuristics(args.heuristics)
-    if args.sample_size < 1 or args.iterations < 1:
-        raise CLIError("--sample-size and --iterations must be positive integers")
-    if args.seed < 0:
-        raise CLIError("--seed must be a non-negative integer")
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
     _warn_version(info)
     predictions = load_predictions(args.predictions)
@@ -229,15 +244,15 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
+    from spurious.core.errors import unreadable
     from spurious.thinktwice import report
 
+    results = []
     for p in args.results:
         if not Path(p).exists():
             raise CLIError(f"results file {p} does not exist; produce it with `spurious bias --json`")
-    try:
-        results = report.load_results(args.results)
-    except json.JSONDecodeError as exc:
-        raise CLIError(f"a results file is not valid JSON ({exc})") from exc
+        with unreadable(p, "results file", "produce it with `spurious bias --json`"):
+            results += report.load_results([p])
     out = Path(args.out_dir)
     try:
         bias = report.bias_table(results, paper_run=args.paper_run)

@@ -7,10 +7,49 @@ import logging
 import sys
 from collections.abc import Sequence
 
+from spurious.audit.command import add_parser as add_audit_parser
+from spurious.audit.command import add_sample_size_option
 from spurious.cli.commands import cmd_annotate, cmd_bias, cmd_evaluate, cmd_lexical_test, cmd_report
 from spurious.cli.inputs import COMPAT_CHOICES, EXIT_USAGE, HEURISTIC_NAMES, CLIError
+from spurious.core.inputs import non_negative_int, positive_int
+from spurious.thinktwice import paper_values
 
 log = logging.getLogger("spurious.cli")
+
+DESCRIPTION = """\
+Measure the prediction shortcuts (spurious correlations) an NLP model takes, with the diagnostics of four papers:
+
+  Think Twice (Mikula et al., EACL 2024): a QA model's prediction bias along seven heuristics
+      annotate, evaluate, bias, report; audit --task qa
+  Stubborn Lexical Bias (Serrano et al. 2023): the exact permutation test of a classifier's lexical bias
+      lexical-test; audit --task classification
+  SpuriousBench (Joshi et al. 2022): whether inserting a spurious feature moves a classifier's predictions
+      audit --task classification (--features, --insert-token)
+  AFLite (Le Bras et al. 2020): how predictable the training data is from the model's own representations
+      audit --task classification --train
+
+`spurious audit` runs every diagnostic that fits a model's task and writes one report. Training, debiasing and the
+papers' full reproductions run as the Snakemake workflow (see README.md). `spurious COMMAND -h` shows a command's
+options and examples."""
+
+#: The help of -v / -q (they go before or after the subcommand).
+VERBOSE_HELP = "also log progress details (INFO) on stderr"
+QUIET_HELP = "print no progress (bars, progress lines, log messages below errors); results and errors still print"
+
+
+def examples(*lines: str) -> str:
+    """A subcommand's epilog: its example command lines."""
+    return "examples:\n" + "\n".join(f"  {line}" for line in lines)
+
+
+def _subcommand(sub: argparse._SubParsersAction, name: str, summary: str, *example_lines: str) -> argparse.ArgumentParser:
+    return sub.add_parser(name, help=summary, description=summary, epilog=examples(*example_lines),
+                          formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
+def _add_qa_files(p: argparse.ArgumentParser) -> None:
+    p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
+    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
 
 
 def _add_data_options(p: argparse.ArgumentParser) -> None:
@@ -51,31 +90,42 @@ def _add_heuristic_options(p: argparse.ArgumentParser) -> None:
     )
     p.add_argument(
         "--threads",
-        type=int,
+        type=positive_int,
         default=None,
         metavar="N",
         help="processes for the spaCy work (default: the cores this process may use, within a SLURM allocation)",
     )
 
 
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="spurious",
-        description="Measure prediction shortcuts: QA heuristics and prediction bias (Think Twice); lexical bias of classifiers.",
-    )
-    parser.add_argument("-v", "--verbose", action="store_true", help="log progress (INFO) on stderr")
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+def _add_output_options(p: argparse.ArgumentParser, *, top_level: bool) -> None:
+    """-v / -q, on the top-level parser and on every subcommand's: a subcommand's leave the attribute unset unless
+    given there (``SUPPRESS``), so that ``spurious -v bias …`` and ``spurious bias … -v`` are the same."""
+    default = False if top_level else argparse.SUPPRESS
+    group = p.add_mutually_exclusive_group()
+    group.add_argument("-v", "--verbose", action="store_true", default=default, help=VERBOSE_HELP)
+    group.add_argument("-q", "--quiet", action="store_true", default=default, help=QUIET_HELP)
 
-    p = sub.add_parser("annotate", help="compute heuristics for a QA data file → parquet (id + one column each)")
+
+def _add_annotate(sub: argparse._SubParsersAction) -> None:
+    p = _subcommand(
+        sub, "annotate", "compute heuristics for a QA data file → parquet (id + one column each)",
+        "spurious annotate dev-v1.1.json.gz dev_heuristics.parquet",
+        "spurious annotate dev-v1.1.json dev_heuristics.parquet --heuristics word-dist,ans-len --compat isbiased",
+    )
     p.add_argument("data", metavar="DATA.json", help="official SQuAD JSON or flat records (plain or .gz)")
-    p.add_argument("out", metavar="OUT.parquet")
+    p.add_argument("out", metavar="OUT.parquet", help="where the heuristics go: id and one column per heuristic")
     _add_heuristic_options(p)
     _add_data_options(p)
     p.set_defaults(func=cmd_annotate)
 
-    p = sub.add_parser("evaluate", help="official SQuAD v1.1 EM/F1 of predictions (prints a JSON line)")
-    p.add_argument("data", metavar="DATA.json")
-    p.add_argument("predictions", metavar="PREDICTIONS.json", help="official format: {question id: answer text}")
+
+def _add_evaluate(sub: argparse._SubParsersAction) -> None:
+    p = _subcommand(
+        sub, "evaluate", "official SQuAD v1.1 EM/F1 of predictions (prints a JSON line)",
+        "spurious evaluate dev-v1.1.json predictions.json",
+        "spurious evaluate dev-v1.1.json predictions.json --per-example scores.parquet",
+    )
+    _add_qa_files(p)
     p.add_argument(
         "--per-example",
         default=None,
@@ -90,9 +140,15 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(p)
     p.set_defaults(func=cmd_evaluate)
 
-    p = sub.add_parser("bias", help="prediction bias of predictions per heuristic (threshold search, Alg. 1)")
-    p.add_argument("data", metavar="DATA.json")
-    p.add_argument("predictions", metavar="PREDICTIONS.json")
+
+def _add_bias(sub: argparse._SubParsersAction) -> None:
+    p = _subcommand(
+        sub, "bias", "prediction bias of predictions per heuristic (threshold search, Alg. 1)",
+        "spurious bias dev-v1.1.json predictions.json --json bias.json",
+        "spurious bias dev-v1.1.json predictions.json --heuristics-file dev_heuristics.parquet --heuristics ans-len",
+        "spurious bias my_dev.json predictions.json --sample-size 400   # data of 800 to 1,599 questions",
+    )
+    _add_qa_files(p)
     _add_heuristic_options(p)
     p.add_argument(
         "--heuristics-file",
@@ -100,9 +156,10 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE.parquet",
         help="use heuristics precomputed by `spurious annotate` instead of computing them",
     )
-    p.add_argument("--sample-size", type=int, default=800, help="examples per bootstrap draw (default 800)")
-    p.add_argument("--iterations", type=int, default=100, help="bootstrap draws per segment (default 100)")
-    p.add_argument("--seed", type=int, default=0, help="sampling seed (default 0)")
+    add_sample_size_option(p)
+    p.add_argument("--iterations", type=positive_int, default=paper_values.ITERATIONS,
+                   help="bootstrap draws per segment (default %(default)s, the paper's)")
+    p.add_argument("--seed", type=non_negative_int, default=0, help="sampling seed (default 0)")
     p.add_argument(
         "--with-replacement",
         action="store_true",
@@ -125,9 +182,16 @@ def build_parser() -> argparse.ArgumentParser:
     _add_data_options(p)
     p.set_defaults(func=cmd_bias)
 
-    p = sub.add_parser("report", help="tables (CSV + Markdown) and the Figure 2 plot from `bias --json` results")
-    p.add_argument("results", nargs="+", metavar="RESULT.json")
-    p.add_argument("--out-dir", required=True, metavar="DIR")
+
+def _add_report(sub: argparse._SubParsersAction) -> None:
+    p = _subcommand(
+        sub, "report", "tables (CSV + Markdown) and the Figure 2 plot from `bias --json` results",
+        "spurious report bias.json --out-dir report",
+        "spurious report bert.json roberta.json --out-dir report --paper-run BERT-Base",
+    )
+    p.add_argument("results", nargs="+", metavar="RESULT.json", help="results of `spurious bias --json`, one per model")
+    p.add_argument("--out-dir", required=True, metavar="DIR",
+                   help="where the tables (prediction_bias, thresholds: .csv and .md) and figure2.png/.svg go")
     p.add_argument(
         "--paper-run",
         default=None,
@@ -136,37 +200,60 @@ def build_parser() -> argparse.ArgumentParser:
     )
     p.set_defaults(func=cmd_report)
 
-    p = sub.add_parser(
-        "lexical-test",
-        help="exact permutation test for lexical bias of a classifier's predictions (Serrano et al. 2023, §3)",
+
+def _add_lexical_test(sub: argparse._SubParsersAction) -> None:
+    p = _subcommand(
+        sub, "lexical-test",
+        "exact permutation test for lexical bias of a classifier's predictions (Serrano et al. 2023, §3)",
+        "spurious lexical-test train.tsv.gz dev.tsv predictions.csv --json lexical.json",
+        "spurious lexical-test train.parquet test.parquet predictions.jsonl --top-k 20 --counting tokens",
     )
     p.add_argument("train", metavar="TRAIN", help="training data: z-scores pick the features (.parquet or GLUE .tsv)")
     p.add_argument("test", metavar="TEST", help="the data the predictions are for")
     p.add_argument("predictions", metavar="PREDICTIONS", help="id + prediction columns (parquet, CSV, TSV, JSONL)")
-    p.add_argument("--top-k", type=int, default=50, help="features per label, highest z first (default 50)")
+    p.add_argument("--top-k", type=positive_int, default=50, help="features per label, highest z first (default 50)")
     p.add_argument("--counting", choices=("types", "tokens"), default="types", help="z-score counts (default types)")
     p.add_argument("--stop-words", choices=("nltk", "none"), default="nltk", help="stop words excluded (default nltk)")
-    p.add_argument("--text-columns", default=None, metavar="A[,B]", help="input column(s) of TRAIN/TEST")
-    p.add_argument("--label-column", default=None, help="label column of TRAIN/TEST")
+    p.add_argument("--text-columns", default=None, metavar="A[,B]",
+                   help="input column(s) of TRAIN/TEST (a hub parquet export or a TSV; default: known names)")
+    p.add_argument("--label-column", default=None, help="label column of TRAIN/TEST (default: label or gold_label)")
     p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="label names in index order")
+    p.add_argument(
+        "--on-invalid", choices=("error", "drop"), default="error",
+        help="invalid records (empty text, duplicate id, label out of range): stop with an error (default) or drop them",
+    )
     p.add_argument("--json", default=None, metavar="OUT.json", help="also write the result and the features")
     p.set_defaults(func=cmd_lexical_test)
-    from spurious.audit.command import add_parser as add_audit_parser
 
-    add_audit_parser(sub)
+
+def build_parser() -> argparse.ArgumentParser:
+    import spurious
+
+    parser = argparse.ArgumentParser(
+        prog="spurious", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--version", action="version", version=f"spurious {spurious.__version__}",
+                        help="print the version and exit")
+    _add_output_options(parser, top_level=True)
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    # the subcommands; a new one registers here (its own module's add_parser(sub), as audit's)
+    for add in (_add_annotate, _add_evaluate, _add_bias, _add_report, _add_lexical_test, add_audit_parser):
+        add(sub)
+    for subparser in sub.choices.values():  # -v / -q after the subcommand too
+        _add_output_options(subparser, top_level=False)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
+    if args.verbose and args.quiet:
+        parser.error("-v/--verbose and -q/--quiet exclude each other")
     logging.basicConfig(
-        level=logging.INFO if args.verbose else logging.WARNING,
+        level=logging.INFO if args.verbose else logging.ERROR if args.quiet else logging.WARNING,
         stream=sys.stderr,
         format="%(levelname)s %(name)s: %(message)s",
     )
-    if getattr(args, "threads", 1) is not None and getattr(args, "threads", 1) < 1:
-        parser.exit(EXIT_USAGE, f"spurious {args.command}: error: --threads must be at least 1\n")
     try:
         return int(args.func(args) or 0)
     except CLIError as exc:
@@ -175,4 +262,3 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
-

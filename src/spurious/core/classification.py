@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spurious.core.data import DataValidationError, resolve_mirror_path
+from spurious.core.errors import WRITE_AGAIN, unreadable
 from spurious.core.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -202,7 +203,9 @@ def _groups(
 def load_glue_tsv(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     """A GLUE-style TSV with a header row (plain or .gz). Quotes are literal text in GLUE files, never quoting."""
     path = Path(path)
-    df = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False, on_bad_lines="error")
+    with unreadable(path, "GLUE-style TSV file", "pass tab-separated text with a header row (plain or .gz); if the file "
+                    "is damaged, " + WRITE_AGAIN):
+        df = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False, on_bad_lines="error")
     return normalize(df, source=str(path), **columns)
 
 
@@ -229,7 +232,8 @@ def load_jsonl(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
 def load_hf_parquet(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     """A Hugging Face parquet export (e.g. ``glue/qnli/validation/0000.parquet``); label names from its metadata."""
     path = Path(path)
-    table = pq.read_table(path)
+    with unreadable(path, "parquet file", WRITE_AGAIN):
+        table = pq.read_table(path)
     df = table.to_pandas()
     if columns.get("label_names") is None:
         label = columns.get("label_column") or next((c for c in KNOWN_LABEL_COLUMNS if c in df.columns), "label")
@@ -410,7 +414,8 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mapping[s
 
 def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     """Read a normalised classification parquet; ``attrs`` carries ``label_names``, ``is_pair`` and the metadata."""
-    table = pq.read_table(path)
+    with unreadable(path, "parquet file", WRITE_AGAIN):
+        table = pq.read_table(path)
     missing = [c for c in CLASSIFICATION_COLUMNS if c not in table.column_names]
     meta = json.loads((table.schema.metadata or {}).get(b"spurious", b"{}"))
     if missing or "label_names" not in meta:

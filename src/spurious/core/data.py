@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spurious.core.errors import WRITE_AGAIN, unreadable
 from spurious.core.io import align_to_ids, atomic_path
 
 log = logging.getLogger(__name__)
@@ -374,7 +375,8 @@ def write_qa_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mappin
 
 def read_qa_parquet(path: str | os.PathLike) -> pd.DataFrame:
     """Read a normalised QA parquet; ``answers`` cells become ``{"text": list, "answer_start": list}``."""
-    table = pq.read_table(path)
+    with unreadable(path, "parquet file", WRITE_AGAIN):
+        table = pq.read_table(path)
     missing = [c for c in QA_COLUMNS if c not in table.column_names]
     if missing:
         raise DataValidationError(f"{path}: not a normalised QA parquet, missing columns {missing}")

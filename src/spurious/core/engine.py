@@ -537,6 +537,24 @@ def _optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
     return "fused" if optimizer.param_groups[0].get("fused") else "default"
 
 
+def _load_state(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
+    """Accelerate's ``load_state``; a checkpoint it cannot read (truncated or corrupt files) is an
+    UnreadableFileError naming it and what to do. Running out of memory is not damage: it passes unchanged."""
+    from safetensors import SafetensorError
+
+    from spurious.core.errors import READ_ERRORS, UnreadableFileError, reason
+
+    try:
+        accelerator.load_state(str(ckpt))
+    except torch.OutOfMemoryError:
+        raise
+    except (*READ_ERRORS, KeyError, SafetensorError) as exc:
+        raise UnreadableFileError(
+            ckpt, f"not a readable training checkpoint ({reason(exc)})",
+            f"delete {checkpoint_dir} to start the run afresh (only the newest checkpoint is kept)",
+        ) from exc
+
+
 def _resume(
     accelerator: Any, checkpoint_dir: Path, state: TrainState, model: torch.nn.Module, *, keep_best: bool
 ) -> tuple[TrainState, dict[str, torch.Tensor] | None, Path | None]:
@@ -568,7 +586,7 @@ def _resume(
             f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
             f"{state.processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
         )
-    accelerator.load_state(str(ckpt))
+    _load_state(accelerator, ckpt, checkpoint_dir)
     best_weights = None
     if keep_best and saved.best_step is not None:
         best_file = ckpt / BEST_WEIGHTS_FILE

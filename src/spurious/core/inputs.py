@@ -1,6 +1,8 @@
 """Reading a user's files: QA data (official SQuAD JSON or flat records) and predictions, classification data and
 predictions. Every problem is an :class:`InputError` whose message names the file and the fix; the ``spurious``
 command (``cli``, where it is ``CLIError``) prints it in one line, and the audit reads its data with the same readers.
+The record checks are the workflow's (:mod:`spurious.core.data`, :mod:`spurious.core.classification`); their advice
+names the config's keys, which :func:`cli_advice` rewrites into the command line's options.
 """
 
 from __future__ import annotations
@@ -10,16 +12,54 @@ import gzip
 import json
 import logging
 import os
+import zlib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+# InputError lives in core.errors (the readers of every layer raise it); importable from here as before
+from spurious.core.errors import InputError, UnreadableFileError, reason
+
 log = logging.getLogger(__name__)
 
+#: The config's advice in the workflow's record checks → the command line's option for the same thing.
+CLI_ADVICE: tuple[tuple[str, str], ...] = (
+    ("set on_invalid: drop for this dataset in the config to drop them (counted in the output's metadata)",
+     "pass --on-invalid drop to drop them"),
+    ("set text_columns: [first, second] in the dataset's source config", "pass --text-columns FIRST[,SECOND]"),
+    ("set text_columns / label_column in the dataset's source config", "pass --text-columns / --label-column"),
+    ("need label_names (their order defines the indices) in the dataset's source config",
+     "need --label-names (their order defines the indices)"),
+    ("the label_names in the config", "--label-names"),
+)
 
-class InputError(Exception):
-    """A user's file cannot be used: the message names the file and the fix (the CLI: one line, exit status 2)."""
+
+def cli_advice(message: str) -> str:
+    """A record check's message with the config's advice (:data:`CLI_ADVICE`) replaced by the CLI's options."""
+    for config_words, cli_words in CLI_ADVICE:
+        message = message.replace(config_words, cli_words)
+    return message
+
+
+def positive_int(text: str) -> int:
+    """An argparse type: a whole number of at least 1 (sample sizes, draws, threads, top-k)."""
+    return _whole_number(text, 1)
+
+
+def non_negative_int(text: str) -> int:
+    """An argparse type: a whole number of at least 0 (seeds)."""
+    return _whole_number(text, 0)
+
+
+def _whole_number(text: str, minimum: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < minimum:
+        raise argparse.ArgumentTypeError(f"must be at least {minimum}, got {value}")
+    return value
 
 
 def _open_text(path: Path):
@@ -36,8 +76,15 @@ def _read_json_file(path: Path, what: str) -> Any:
     try:
         with _open_text(path) as fh:
             return json.load(fh)
-    except (json.JSONDecodeError, UnicodeDecodeError, gzip.BadGzipFile, EOFError) as exc:
-        raise InputError(f"{what} file {path} is not valid JSON ({exc}); pass a JSON file (plain or .gz)") from exc
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise UnreadableFileError(
+            path, f"the gzip stream is truncated or corrupt ({reason(exc)})",
+            "write or download the file again, or pass it uncompressed",
+        ) from exc
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
+        raise UnreadableFileError(
+            path, f"not valid JSON ({reason(exc)})", f"pass the {what} as a JSON file (plain or .gz)"
+        ) from exc
 
 
 def _is_official_squad(payload: Any) -> bool:
@@ -75,10 +122,7 @@ def load_data(path: str | os.PathLike, *, on_invalid: str = "error") -> tuple[pd
             raise InputError(f"data file {path} holds no questions")
         frame, summary = validate_records(frame, source=str(path), on_invalid=on_invalid)
     except DataValidationError as exc:
-        message = str(exc)
-        if "on_invalid" in message:
-            message = message.replace("set on_invalid: drop for this dataset in the config", "pass --on-invalid drop")
-        raise InputError(message) from exc
+        raise InputError(cli_advice(str(exc))) from exc
     except (KeyError, TypeError, ValueError) as exc:
         raise InputError(
             f"data file {path}: malformed record ({type(exc).__name__}: {exc}); each question needs id, "
@@ -107,7 +151,10 @@ def load_predictions(path: str | os.PathLike) -> dict[str, str]:
 
 
 def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) -> pd.DataFrame:
-    """A classification data file (normalised parquet, HF parquet export, GLUE TSV), validated strictly."""
+    """A classification data file (normalised parquet, HF parquet export, GLUE TSV), validated as ``args.on_invalid``
+    says (default ``error``). ``args.text_columns``, ``label_column`` and ``label_names`` pick and name the columns of
+    a hub export or a TSV; on a normalised parquet, whose columns are fixed, ``label_names`` renames its label ids and
+    the column options are refused unless they name its own columns."""
     from spurious.core import classification
     from spurious.core.data import DataValidationError
 
@@ -124,18 +171,57 @@ def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) 
         if name.endswith(".parquet"):
             try:
                 frame = classification.read_parquet(file)
-                frame.attrs["source"] = str(file)
-            except DataValidationError:
+            except DataValidationError:  # not the workflow's normalised parquet: a hub export
                 frame = classification.load_hf_parquet(file, **columns)
+            else:
+                frame = _normalised_with_options(frame, file, **columns)
         elif name.endswith((".tsv", ".tsv.gz")):
             frame = classification.load_glue_tsv(file, **columns)
         else:
             raise InputError(f"{file}: unknown data format; pass a .parquet or a GLUE .tsv(.gz) file")
-        frame, summary = classification.validate_records(frame, source=str(file), on_invalid="error")
-    except (DataValidationError, pd.errors.ParserError, KeyError) as exc:
-        raise InputError(str(exc)) from exc
+        on_invalid = getattr(args, "on_invalid", "error")
+        frame, summary = classification.validate_records(frame, source=str(file), on_invalid=on_invalid)
+    except (DataValidationError, KeyError) as exc:
+        raise InputError(cli_advice(str(exc))) from exc
     if summary["n_unlabeled"]:
         log.info("%s: dropped %d unlabeled records", file, summary["n_unlabeled"])
+    return frame
+
+
+NORMALISED_COLUMNS = {"text_columns": (["text_a"], ["text_a", "text_b"]), "label_column": ("label",)}
+
+
+def _normalised_with_options(
+    frame: pd.DataFrame, file: Path, *, text_columns: list[str] | None, label_column: str | None,
+    label_names: list[str] | None,
+) -> pd.DataFrame:
+    """A normalised parquet (columns ``id, text_a, text_b, label``, label ids named in its metadata) with the CLI's
+    column options: ``label_names`` renames the ids, in order; column options other than its own are refused."""
+    frame.attrs["source"] = str(file)
+    for option, value in (("--text-columns", text_columns), ("--label-column", label_column)):
+        key = option.removeprefix("--").replace("-", "_")
+        if value is not None and value not in NORMALISED_COLUMNS[key]:
+            raise InputError(
+                f"{file}: a normalised parquet, whose columns are id, text_a, text_b and label, so {option} "
+                f"{','.join(value) if isinstance(value, list) else value} does not apply; drop {option} (it picks the "
+                "columns of a hub parquet export or a GLUE TSV)"
+            )
+    if label_names is None:
+        return frame
+    current = [str(n) for n in frame.attrs["label_names"]]
+    if len(label_names) != len(current):
+        raise InputError(
+            f"{file}: --label-names names {len(label_names)} labels {label_names}, but the file's labels are the "
+            f"{len(current)} ids of {current}; name each label id in order"
+        )
+    lowered, current_lowered = [n.lower() for n in label_names], [n.lower() for n in current]
+    if lowered != current_lowered and sorted(lowered) == sorted(current_lowered):
+        raise InputError(
+            f"{file}: --label-names {','.join(label_names)} gives the file's labels {current} in another order, which "
+            "would swap what its label ids mean; pass them in the file's order (a normalised parquet stores label "
+            "ids, and --label-names renames them)"
+        )
+    frame.attrs["label_names"] = list(label_names)
     return frame
 
 
@@ -165,8 +251,12 @@ def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
             frame = pd.read_csv(file, sep="\t", dtype={"id": str})
         else:
             frame = pd.read_csv(file, dtype={"id": str})
-    except (ValueError, pd.errors.ParserError, OSError) as exc:
+    except (ValueError, OSError, EOFError, zlib.error) as exc:  # pandas' ParserError and pyarrow's are ValueErrors
         raise InputError(f"predictions file {file} could not be read ({str(exc)[:200]}); pass {PREDICTION_FORMATS}") from exc
+    if name.endswith((".jsonl", ".jsonl.gz")):
+        frame.attrs["first_line"] = 1  # where a record's line is known, its errors name it
+    elif not name.endswith((".parquet", ".json", ".json.gz")):
+        frame.attrs["first_line"] = 2  # after the header row
     missing = [c for c in ("id", "prediction") if c not in frame.columns]
     if missing:
         shown = ", ".join(repr(str(c)[:30]) for c in list(frame.columns)[:5])

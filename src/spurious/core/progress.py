@@ -1,6 +1,7 @@
 """Progress of long loops and the cores a process may use.
 
-:class:`Progress` draws a tqdm bar when stderr is a terminal and otherwise logs a plain line at most every
+:class:`Progress` draws a tqdm bar when stderr is a terminal (unless logging is set above warnings, as
+``spurious --quiet`` does) and otherwise logs a plain line at most every
 ``every_seconds`` (and at the end), so that a workflow log or a batch job's output shows that a long step is alive.
 :func:`available_cores` is what a process may really use: its CPU affinity (the scheduler's cgroup/cpuset), capped
 by SLURM's allocation when it runs in a SLURM job.
@@ -40,7 +41,7 @@ class Progress:
         self._start = self._last = time.perf_counter()
         stream = sys.stderr if stream is None else stream
         self._bar = None
-        if getattr(stream, "isatty", lambda: False)():
+        if getattr(stream, "isatty", lambda: False)() and logger.isEnabledFor(logging.WARNING):  # not `spurious -q`
             from tqdm import tqdm
 
             self._bar = tqdm(total=self.total, desc=description, unit=unit, file=stream, leave=False)

@@ -8,6 +8,8 @@ from collections.abc import Iterable
 from functools import lru_cache
 from typing import TYPE_CHECKING
 
+from spurious.core.errors import MissingResourceError
+
 if TYPE_CHECKING:
     from spacy.language import Language
 
@@ -60,8 +62,11 @@ def load_spacy(
 
 @lru_cache(maxsize=1)
 def english_stopwords() -> frozenset[str]:
-    """NLTK's English stop words (179 words), read from ``NLTK_DATA``; fail with a message naming ``NLTK_DATA``."""
+    """NLTK's English stop words (179 words), read from ``NLTK_DATA``; a :class:`MissingResourceError` naming
+    ``NLTK_DATA`` when they are not there."""
     import nltk
+    from nltk.corpus.reader import WordListCorpusReader
+    from nltk.corpus.util import LazyCorpusLoader
 
     env = os.environ.get("NLTK_DATA")
     if env:
@@ -69,12 +74,12 @@ def english_stopwords() -> frozenset[str]:
         for entry in reversed(env.split(os.pathsep)):
             if entry and entry not in nltk.data.path:
                 nltk.data.path.insert(0, entry)
+    # a loader of our own, as nltk.corpus.stopwords is made: that one, once loaded, no longer looks at the path
+    stopwords = LazyCorpusLoader("stopwords", WordListCorpusReader, r"(?!README|\.).*", encoding="utf8")
     try:
-        from nltk.corpus import stopwords
-
         return frozenset(stopwords.words("english"))
     except LookupError as exc:
-        raise LookupError(
-            "NLTK stop words not found: set the environment variable NLTK_DATA to a folder holding "
-            f"corpora/stopwords(.zip) (this project ships one in shared/nltk_data); NLTK_DATA={env!r}"
+        raise MissingResourceError(
+            f"NLTK stop words not found (NLTK_DATA={env!r}); set the environment variable NLTK_DATA to a folder "
+            "holding corpora/stopwords(.zip) (this project ships one in shared/nltk_data)"
         ) from exc

@@ -25,12 +25,34 @@ def setup(smk: Any, name: str = "spurious") -> logging.Logger:
     warnings.simplefilter("default")
     logger = logging.getLogger(name)
     logger.info("rule %s, wildcards %s", getattr(smk, "rule", "?"), dict(smk.wildcards.items()))
+    _report_input_errors(logger)
     return logger
+
+
+def _say(logger: logging.Logger, message: str) -> None:
+    logger.error(message)
+    print(f"spurious: error: {message}", file=sys.__stderr__, flush=True)
 
 
 def fail(logger: logging.Logger, message: str) -> None:
     """End a ``script:`` job on a user error: the message goes to the job's log and to the terminal (the real
     stderr, which :func:`setup` redirected), without a traceback; exit status 1, so Snakemake marks the job failed."""
-    logger.error(message)
-    print(f"spurious: error: {message}", file=sys.__stderr__, flush=True)
+    _say(logger, message)
     raise SystemExit(1)
+
+
+def _report_input_errors(logger: logging.Logger) -> None:
+    """An :class:`~spurious.core.errors.InputError` that ends a job (an unreadable file, a bad argument) is reported
+    as :func:`fail` reports one, in the command line's words; any other exception keeps its traceback in the log.
+    Python exits with status 1 after the hook, so Snakemake marks the job failed."""
+    from spurious.core.errors import InputError
+
+    previous = sys.excepthook
+
+    def hook(kind: type[BaseException], exc: BaseException, tb: Any) -> None:
+        if isinstance(exc, InputError):
+            _say(logger, str(exc))
+        else:
+            previous(kind, exc, tb)
+
+    sys.excepthook = hook

@@ -40,6 +40,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core.errors import READ_ERRORS, unreadable
 from spurious.core.training import pick_device
 from spurious.lexical.features import tokenize
 
@@ -281,6 +282,19 @@ def is_bilstm(model_dir: str | os.PathLike) -> bool:
     return (Path(model_dir) / MARKER).is_file()
 
 
+def _retrain(model_dir: str | os.PathLike) -> str:
+    return f"train the model again (delete {model_dir}; the workflow's lexical track writes it anew)"
+
+
+def read_description(model_dir: str | os.PathLike) -> dict[str, Any]:
+    """The saved ``bilstm.json``: settings, vocabulary and label names; a damaged file is an UnreadableFileError."""
+    path = Path(model_dir) / MARKER
+    with unreadable(path, "BiLSTM model description", _retrain(model_dir), READ_ERRORS + (KeyError, TypeError)):
+        meta = json.loads(path.read_text())
+        return {"label_names": list(meta["label_names"]), "settings": meta["settings"],
+                "vocabulary": list(meta["vocabulary"])}
+
+
 @torch.no_grad()
 def predict_bilstm(
     model_dir: str | os.PathLike,
@@ -293,8 +307,8 @@ def predict_bilstm(
     """Predictions of a saved BiLSTM: ``id, label, prediction, correct, probabilities`` (as
     :func:`spurious.core.classifier.predict_classifier`). The model's label names must match the frame's."""
     emit = log or logger.info
-    meta = json.loads((Path(model_dir) / MARKER).read_text())
-    names = list(meta["label_names"])
+    meta = read_description(model_dir)
+    names = meta["label_names"]
     if names != list(frame.attrs["label_names"]):
         raise ValueError(
             f"{model_dir}: the model's labels {names} differ from the data's {frame.attrs['label_names']}; predict "
@@ -303,7 +317,8 @@ def predict_bilstm(
     s = meta["settings"]
     vocab = meta["vocabulary"]
     model = BiLSTMClassifier(len(vocab), len(names), int(s["embedding_dim"]), s["hidden_sizes"], float(s["dropout"]))
-    model.load_state_dict(torch.load(Path(model_dir) / WEIGHTS, map_location="cpu"))
+    with unreadable(Path(model_dir) / WEIGHTS, "BiLSTM model file", _retrain(model_dir)):
+        model.load_state_dict(torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True))
     dev = pick_device(device)
     model.to(dev).eval()
     encoded = _encode(frame_tokens(frame, int(s["max_tokens"])), {t: i for i, t in enumerate(vocab)})

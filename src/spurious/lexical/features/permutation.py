@@ -226,6 +226,27 @@ def sample_bigrams(
     return sorted(candidates[i] for i in picked)
 
 
+def _is_empty(value: Any) -> bool:
+    return value is None or (pd.api.types.is_scalar(value) and pd.isna(value)) or not str(value).strip()
+
+
+def _label_id(value: Any, index: Mapping[str, int]) -> int | None:
+    """A prediction as a label id: a label name, or an id written as an integer, an integral float (``1.0``, how
+    pandas reads an id column with an empty cell) or their text; None when it is empty or neither."""
+    if _is_empty(value):
+        return None
+    text = str(value).strip()
+    if text in index:
+        return index[text]
+    try:
+        number = float(text)
+    except ValueError:
+        return None
+    if not number.is_integer() or not 0 <= number < len(index):
+        return None
+    return int(number)
+
+
 def correct_predictions(
     predictions: pd.DataFrame,
     ids: Sequence[str],
@@ -238,7 +259,8 @@ def correct_predictions(
 
     ``predictions`` needs ``id`` and ``prediction`` columns; a prediction is a label id or a label name. Correctness
     is recomputed from the gold labels of the evaluated data, so a predictions file made elsewhere cannot disagree
-    with the data about which label is gold."""
+    with the data about which label is gold. An empty or unknown prediction is an error naming its record, in the
+    file's order, and its line when ``predictions.attrs["first_line"]`` gives the line of the first row (a CSV: 2)."""
     missing_cols = [c for c in ("id", "prediction") if c not in predictions.columns]
     if missing_cols:
         raise ValueError(
@@ -247,21 +269,24 @@ def correct_predictions(
     by_id = pd.Series(predictions["prediction"].to_numpy(), index=predictions["id"].astype(str))
     if by_id.index.duplicated().any():
         raise ValueError(f"{source}: duplicate ids, first {by_id.index[by_id.index.duplicated()][:3].tolist()}")
-    raw = pd.Series(
-        align_to_ids(by_id, ids, source=source, what="prediction", fix="predict the whole evaluated split"),
-        index=[str(i) for i in ids],
-    )
+    wanted = [str(i) for i in ids]
+    align_to_ids(by_id, wanted, source=source, what="prediction", fix="predict the whole evaluated split")
     names = [str(n) for n in label_names]
     index = {n: i for i, n in enumerate(names)}
-    predicted = np.empty(len(raw), dtype=np.int64)
-    for k, (rec_id, value) in enumerate(raw.items()):
-        text = str(value).strip()
-        if text in index:
-            predicted[k] = index[text]
-        elif text.lstrip("-").isdigit() and 0 <= int(text) < len(names):
-            predicted[k] = int(text)
-        else:
-            raise ValueError(f"{source}: record {rec_id} predicts {value!r}, neither a label id nor one of {names}")
+    evaluated = set(wanted)
+    label_ids = {rec_id: _label_id(v, index) for rec_id, v in by_id.items() if rec_id in evaluated}
+    bad = [k for k, rec_id in enumerate(by_id.index) if rec_id in evaluated and label_ids[rec_id] is None]
+    if bad:
+        k = bad[0]  # the first in the file's order
+        first_line = predictions.attrs.get("first_line")
+        where = f"record {by_id.index[k]}" + (f" (line {k + first_line})" if first_line is not None else "")
+        value = by_id.iloc[k]
+        what = "has no prediction" if _is_empty(value) else f"predicts {value!r}"
+        raise ValueError(
+            f"{source}: {len(bad)} of {len(wanted)} predictions are empty or not a label; first: {where} {what}; "
+            f"each prediction must be a label id 0-{len(names) - 1} or one of {names}"
+        )
+    predicted = np.array([label_ids[i] for i in wanted], dtype=np.int64)
     return predicted == np.asarray(labels)
 
 
