@@ -190,42 +190,47 @@ def sequence_classification_logits(model: Any, batch: Mapping[str, torch.Tensor]
 # Attention
 
 
-def _window_arguments(kwargs: Mapping[str, Any]) -> tuple[torch.Tensor, int]:
-    cu, width = kwargs.get("cu_seq_lens_q"), kwargs.get("max_length_q")
-    if cu is None or width is None:
-        raise RuntimeError(
-            "the model runs packed attention (attention: packed) but was called without cu_seq_lens: every batch "
-            "for it must be built with spurious.core.packing.pack and passed with packing.model_inputs"
-        )
-    return cu, int(width)
+AttentionFunction = Callable[..., tuple[torch.Tensor, None]]
+# (query, key, value [1, H, T, D], cu_seq_lens, max window length, scale) -> the attention output [1, T, H, D]
+Kernel = Callable[[torch.Tensor, torch.Tensor, torch.Tensor, torch.Tensor, int, "float | None"], torch.Tensor]
 
 
-def _tokens_first(states: torch.Tensor) -> torch.Tensor:
-    """``[1, H, T, D]`` (the layout transformers hands to attention functions) → ``[T, H, D]`` (varlen_attn's)."""
-    if states.shape[0] != 1:
-        raise RuntimeError(f"packed attention takes one packed row, got a batch of {states.shape[0]}")
-    return states[0].transpose(0, 1)
+def _attention_function(kernel: Kernel) -> AttentionFunction:
+    """An attention function with transformers' signature that runs ``kernel`` on one packed row, each window
+    attending to itself. ``dropout`` is not applied: ``varlen_attn`` has none (see the module docstring), and the
+    reference computes what it computes."""
+
+    def attention(
+        module: torch.nn.Module,
+        query: torch.Tensor,
+        key: torch.Tensor,
+        value: torch.Tensor,
+        attention_mask: torch.Tensor | None,
+        scaling: float | None = None,
+        dropout: float = 0.0,
+        **kwargs: Any,
+    ) -> tuple[torch.Tensor, None]:
+        cu, width = kwargs.get("cu_seq_lens_q"), kwargs.get("max_length_q")
+        if cu is None or width is None:
+            raise RuntimeError(
+                "the model runs packed attention (attention: packed) but was called without cu_seq_lens: every batch "
+                "for it must be built with spurious.core.packing.pack and passed with packing.model_inputs"
+            )
+        if query.shape[0] != 1:
+            raise RuntimeError(f"packed attention takes one packed row, got a batch of {query.shape[0]}")
+        return kernel(query, key, value, cu, int(width), scaling), None
+
+    return attention
 
 
-def varlen_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """The attention of a packed row through ``varlen_attn`` (CUDA, bf16/fp16): each window attends to itself.
-
-    ``dropout`` is not applied: ``varlen_attn`` has none (see the module docstring)."""
+def _varlen(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None
+) -> torch.Tensor:
+    """torch's ``varlen_attn`` (CUDA; bf16 or fp16), which takes ``[T, H, D]``."""
     from torch.nn.attention.varlen import varlen_attn
 
-    cu, width = _window_arguments(kwargs)
-    q, k, v = _tokens_first(query), _tokens_first(key), _tokens_first(value)
-    out = varlen_attn(q, k, v, cu, cu, width, width, scale=scaling)
-    return out.unsqueeze(0), None
+    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
+    return varlen_attn(q, k, v, cu, cu, width, width, scale=scale).unsqueeze(0)
 
 
 def block_diagonal_mask(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
@@ -234,24 +239,18 @@ def block_diagonal_mask(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
     return segment[:, None] == segment[None, :]
 
 
-def reference_attention(
-    module: torch.nn.Module,
-    query: torch.Tensor,
-    key: torch.Tensor,
-    value: torch.Tensor,
-    attention_mask: torch.Tensor | None,
-    scaling: float | None = None,
-    dropout: float = 0.0,
-    **kwargs: Any,
-) -> tuple[torch.Tensor, None]:
-    """The same attention as :func:`varlen_attention` through ``scaled_dot_product_attention`` with a block-diagonal
-    mask: for checking the packed path where ``varlen_attn`` does not run. ``dropout`` is not applied either."""
-    cu, _ = _window_arguments(kwargs)
-    if query.shape[0] != 1:
-        raise RuntimeError(f"packed attention takes one packed row, got a batch of {query.shape[0]}")
+def _block_diagonal(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None
+) -> torch.Tensor:
+    """The same attention through ``scaled_dot_product_attention`` with a block-diagonal mask (any device, any
+    precision; a dense ``T x T`` mask)."""
     mask = block_diagonal_mask(cu, query.shape[2])
-    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scaling)
-    return out.transpose(1, 2).contiguous(), None
+    out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
+    return out.transpose(1, 2).contiguous()
+
+
+varlen_attention = _attention_function(_varlen)
+reference_attention = _attention_function(_block_diagonal)
 
 
 def register() -> None:
