@@ -33,7 +33,7 @@ def tokenizer():
 
 @pytest.fixture(scope="module")
 def windows(squad_dev, tokenizer):
-    """32 windows of up to 384 tokens, as a BERT-base training batch of the paper's settings."""
+    """32 windows (max_length 384, as the paper's settings) of 80 to 180 tokens."""
     features = qa.featurize(squad_dev.iloc[:60], tokenizer, max_length=384, stride=128)
     return features, np.random.default_rng(0).choice(len(features), 32, replace=False)
 
@@ -81,8 +81,9 @@ def test_packed_qa_on_varlen_equals_padding_in_bf16(family, tokenizer, windows, 
         loss = qa_loss(start, end, batch["start_positions"].to(CUDA), batch["end_positions"].to(CUDA), mask)
         out.append((start.float()[mask.bool()], float(loss)))
     (a, loss_a), (b, loss_b) = out
-    assert torch.allclose(a, b, atol=3e-2, rtol=3e-2), float((a - b).abs().max())
-    assert abs(loss_a - loss_b) <= 1e-2 * abs(loss_a)
+    # the tiny models' logits are below 0.3; on CPU in bf16 the reference differs from padding by at most 5e-4
+    assert torch.allclose(a, b, atol=1e-2, rtol=0), float((a - b).abs().max())
+    assert abs(loss_a - loss_b) <= 2e-3 * abs(loss_a)
 
 
 def test_a_packed_training_step_does_not_wait_for_the_device(tokenizer, windows):

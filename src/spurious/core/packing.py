@@ -48,8 +48,6 @@ FAMILIES = ("bert", "roberta", "electra")
 # At most this many distinct packed lengths per number of windows (CUDA graphs need one static shape each)
 PACKED_LENGTHS = 8
 BUCKET_MULTIPLE = 64
-# The keys a packed batch holds instead of the padded input_ids / token_type_ids
-PACKED_KEYS = ("packed_input_ids", "packed_token_type_ids", "packed_position_ids", "cu_seq_lens", "packed_index")
 
 
 class PackedAttentionUnavailable(RuntimeError):
@@ -67,7 +65,8 @@ def check_attention_setting(value: Any, what: str) -> None:
 
 def tail_segments(bucket: int, width: int) -> int:
     """How many segments the padding at the end of a packed row is cut into: enough that none is longer than a window
-    (``width``), since ``varlen_attn`` processes no segment beyond ``max_length``, and every one holds a token."""
+    (``width``), since ``varlen_attn`` must be given the longest segment's length and is given the width, and that
+    every one holds a token."""
     return math.ceil(bucket / width) + 1
 
 
@@ -79,7 +78,8 @@ def packed_length(n_tokens: int, bucket: int, width: int) -> int:
 def bucket_size(windows: int, width: int) -> int:
     """The rounding of a packed row of ``windows`` windows of at most ``width`` tokens: the smallest multiple of
     :data:`BUCKET_MULTIPLE` with which every possible row (1 to ``windows x width`` tokens) takes one of at most
-    :data:`PACKED_LENGTHS` lengths. For 32 windows of up to 384 tokens: 1536, the lengths 1536, 3072, ..., 12288."""
+    :data:`PACKED_LENGTHS` lengths. For 32 windows of up to 384 tokens: 1600, the lengths 1600, 3200, ..., 12800
+    (1536 = 12,288 / 8 leaves no room for the tail tokens of a row of 32 full windows)."""
     if windows < 1 or width < 1:
         raise ValueError(f"bucket_size needs at least one window and one token, got {windows} x {width}")
     most = windows * width
