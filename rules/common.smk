@@ -84,6 +84,7 @@ CLASSIFIER_PREDICTION_KEYS = (
     "device",
     "bf16",
     "pad_to_multiple_of",
+    "attention",
 )
 
 

@@ -322,6 +322,9 @@ def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tin
     for key, value in (("checkpoint_every", 3), ("eval_batch_size", 7), ("device", "auto"), ("bf16", False),
                        ("pad_to_multiple_of", 8)):
         assert _planned_with(work, cfg, key, lambda t, k=key, v=value: t.update({k: v})) == {}, key
+    # packed windows train without dropout on the attention probabilities (docs/gpu.md): a result setting
+    counts = _planned_with(work, cfg, "packed", lambda t: t.update(attention="packed"))
+    assert counts["train"] == 1 and counts["predict"] == 1
     # a result setting reruns the model and everything downstream of it, not the data or the heuristics
     counts = _planned_with(work, cfg, "lr", lambda t: t.update(learning_rate=2e-4))
     assert counts["train"] == 1 and counts["predict"] == 1 and counts["bias"] == 7 and counts["report_tables"] == 1

@@ -680,6 +680,76 @@ def test_objectives_reject_batches_wider_than_the_stored_logits(loop_batch):
         LearnedMixinObjective(np.zeros((5, 9), dtype=np.float32), hidden_size=4)
 
 
+def _objective_losses(objective_of, squad_dev, packed: bool):
+    """An objective's loss and its gradients on a tiny BERT QA model's outputs for real SQuAD windows, with the
+    windows padded or packed (``attention: packed``, through the CPU reference)."""
+    from transformers import AutoModelForQuestionAnswering, BertConfig
+
+    from spurious.core import packing, qa
+    from spurious.core.models import load_tokenizer
+    from spurious.core.qa.inference import _model_outputs
+
+    tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
+    features = qa.featurize(squad_dev.iloc[:12], tokenizer, max_length=64, stride=24)
+    rows = np.unique(features.lengths, return_index=True)[1][:6]  # the six shortest lengths: padded narrower than 64
+    assert features.lengths[rows].max() < 64
+    torch.manual_seed(0)
+    model = AutoModelForQuestionAnswering.from_config(BertConfig(
+        vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
+        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
+    ))
+    if packed:
+        packing.use_reference(model)
+    batch = features.collate(rows, packed_offset=packing.position_offset(model))
+    torch.manual_seed(1)
+    objective = objective_of(len(features))
+    start, end, hidden = _model_outputs(model, batch, torch.device("cpu"), False, hidden=objective.needs_hidden_states)
+    loss, _ = objective(start, end, hidden, batch, rows)
+    loss.backward()
+    return loss.item(), [p.grad for p in model.parameters()] + [p.grad for p in objective.parameters()]
+
+
+@pytest.mark.parametrize("method", ["lmix", "creg"])
+def test_objectives_on_packed_windows_equal_padding(squad_dev, method):
+    rng = np.random.default_rng(0)
+
+    def objective_of(n_features):
+        bias, teacher = (rng.normal(size=(n_features, 2, 64)).astype(np.float32) for _ in range(2))
+        if method == "lmix":
+            return LearnedMixinObjective(bias, hidden_size=32, gate_dim=8)
+        return ConfidenceRegularizationObjective(bias, teacher)
+
+    padded_loss, padded_grads = _objective_losses(objective_of, squad_dev, packed=False)
+    rng = np.random.default_rng(0)
+    packed_loss, packed_grads = _objective_losses(objective_of, squad_dev, packed=True)
+    assert packed_loss == pytest.approx(padded_loss, rel=1e-5)
+    assert len(packed_grads) == len(padded_grads)
+    for a, b in zip(padded_grads, packed_grads, strict=True):
+        assert torch.allclose(a, b, atol=1e-6, rtol=1e-4)
+
+
+def test_objectives_that_read_the_padding_are_refused_packed(squad_dev, tmp_path, monkeypatch):
+    from spurious.core import packing, qa
+
+    store = np.zeros((1, 2, 64), dtype=np.float32)
+    assert not LearnedMixinObjective(store, hidden_size=4).reads_padding
+    assert LearnedMixinObjective(store, hidden_size=4, compat="isbiased").reads_padding
+    assert ConfidenceRegularizationObjective(store, store, mask_non_context=False).reads_padding
+    assert not ConfidenceRegularizationObjective(store, store).reads_padding
+    monkeypatch.setenv(packing.REFERENCE_ENV, "1")
+    with pytest.raises(ValueError, match="reads them .*set attention: padded"):
+        qa.train_qa(
+            squad_dev.iloc[:3], squad_dev.iloc[3:5], model_name_or_path="embedded:all-MiniLM-L6-v2",
+            output_dir=tmp_path / "model", checkpoint_dir=tmp_path / "ckpt",
+            settings={"attention": "packed", "device": "cpu", "max_length": 64, "stride": 16},
+            objective_factory=lambda f: LearnedMixinObjective(
+                np.zeros((len(f), 2, 64), dtype=np.float32), hidden_size=384, compat="isbiased"
+            ),
+            objective_id="lmix-isbiased", log=lambda m: None,
+        )
+    assert not (tmp_path / "ckpt").exists()
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # A synthetic shortcut task
 #

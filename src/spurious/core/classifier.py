@@ -32,7 +32,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.config import RUNTIME_SETTINGS
+from spurious.core import packing
+from spurious.core.config import result_settings
 from spurious.core.engine import (
     TrainState,
     device_for,
@@ -93,12 +94,13 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "eval_batch_size": 128,
     # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
     "pad_to_multiple_of": "auto",
+    # padded, or packed: examples end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
+    "attention": "padded",
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
     # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
     "processes": 1,
 }
-_RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
 EVAL_EVERY_EPOCH = "epoch"
 INIT_MODES = ("pretrained", "scratch")
@@ -111,6 +113,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default) and an
     ``eval_every`` that is not None, a positive integer or ``"epoch"``."""
     s = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
+    packing.check_attention_setting(s["attention"], "classification")
     every = s["eval_every"]
     valid_int = isinstance(every, int | np.integer) and not isinstance(every, bool) and every >= 1
     if not (every is None or valid_int or every == EVAL_EVERY_EPOCH):
@@ -141,9 +144,20 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
-    def collate(self, rows: Sequence[int] | np.ndarray, multiple: int = 1) -> dict[str, torch.Tensor]:
-        """Pad ``rows`` into a batch as wide as the longest, rounded up to ``multiple`` (``padded_width``)."""
-        width = padded_width(max(len(self.input_ids[r]) for r in rows), multiple, self.max_length)
+    def collate(
+        self, rows: Sequence[int] | np.ndarray, multiple: int = 1, packed_offset: int | None = None
+    ) -> dict[str, torch.Tensor]:
+        """Pad ``rows`` into a batch as wide as the longest, rounded up to ``multiple`` (``padded_width``).
+
+        ``packed_offset`` (not None for a model that runs packed attention: ``spurious.core.packing.position_offset``)
+        lays the rows end to end instead (``packing.pack``, positions counting from it)."""
+        longest = max(len(self.input_ids[r]) for r in rows)
+        if packed_offset is not None:  # the [B, W] layout max_length wide whatever the rows: one shape
+            batch = self._padded(rows, max(longest, self.max_length or 0))
+            return packing.pack(batch, position_offset=packed_offset, pad_token_id=self.pad_token_id)
+        return self._padded(rows, padded_width(longest, multiple, self.max_length))
+
+    def _padded(self, rows: Sequence[int] | np.ndarray, width: int) -> dict[str, torch.Tensor]:
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         types = torch.zeros((len(rows), width), dtype=torch.long) if self.token_type_ids is not None else None
@@ -213,13 +227,13 @@ def class_probabilities(
     computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming)."""
     order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
     probs = np.zeros((len(data), n_labels), dtype=np.float64)
+    offset = packing.position_offset(model)
     for lo in range(0, len(order), batch_size):
         if should_stop is not None and should_stop():
             raise StopRequested
         rows = order[lo : lo + batch_size]
-        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
         with autocast(device, bf16):
-            logits = model(**batch).logits
+            logits = batch_logits(model, data.collate(rows, multiple, offset), device)
         probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
 
@@ -240,6 +254,17 @@ def bitfit(model: torch.nn.Module) -> int:
     if not any(n.endswith("bias") and n.startswith(prefix + ".") for n in names):
         raise ValueError(f"BitFit: {type(model).__name__} has no bias terms in its base model")
     return n_trainable
+
+
+def batch_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+    """The model's logits ``[B, n_labels]`` on a collated batch: padded rows, or rows packed end to end
+    (``spurious.core.packing``), where a classification head reads each row's first token and a prompt classifier its
+    mask position."""
+    if not packing.is_packed(batch):
+        return model(**{k: v.to(device) for k, v in batch.items()}).logits
+    if isinstance(model, PromptClassifier):
+        return model(**packing.model_inputs(batch, device), mask_positions=batch["mask_positions"]).logits
+    return packing.sequence_classification_logits(model, batch, device)
 
 
 def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -362,9 +387,7 @@ def _run_fingerprint(
         "model": str(model_name_or_path),
         "init": init,
         # eval_every only when set: fingerprints of runs without it stay those of earlier versions
-        "settings": {
-            k: v for k, v in sorted(s.items()) if k not in _RUNTIME_KEYS and (k != "eval_every" or v is not None)
-        },
+        "settings": {k: v for k, v in sorted(result_settings(s).items()) if k != "eval_every" or v is not None},
         "train": ids_sha256(train_frame["id"].astype(str).tolist()),
         "labels": _sha_labels(data.labels),
         "weights": _weights_sha(weights),
@@ -439,20 +462,22 @@ def train_classifier(
         model = PromptClassifier(mlm, word_ids)
         prompt_meta = {**prompt.to_dict(), "label_word_ids": word_ids, "label_names": label_names}
     n_trainable = bitfit(model) if trainable == "bitfit" else sum(p.numel() for p in model.parameters())
+    packing.enable(model, s["attention"], device=device, bf16=bf16, log=emit)
     data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
     fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
     multiple = pad_multiple(s["pad_to_multiple_of"], device)
+    offset = packing.position_offset(model)
 
     def loss_fn(
         model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
+        logits = batch_logits(model, data.collate(rows, multiple, offset), device)
         labels = torch.from_numpy(data.labels[rows]).to(device)
         w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
-        return weighted_loss(model(**batch).logits, labels, w), {}  # bf16 autocast comes from the engine
+        return weighted_loss(logits, labels, w), {}  # bf16 autocast comes from the engine
 
     evaluation = (
         None
@@ -608,9 +633,11 @@ def load_trained_classifier(
     device: str = "auto",
     bf16: bool | str = "auto",
     pad_to_multiple_of: int | str = "auto",
+    attention: str = "padded",
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
-    ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given."""
+    ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given.
+    ``attention: packed``: rows end to end (``spurious.core.packing``; the same probabilities up to float rounding)."""
     resolved = resolve_model(model_dir)
     prompt_meta = read_prompt_file(resolved)
     prompt: PromptSpec | None = None
@@ -639,6 +666,7 @@ def load_trained_classifier(
         trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
         max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
     dev = pick_device(device)
+    packing.enable(model, attention, device=dev, bf16=use_bf16(bf16, dev), log=logger.info)
     model.to(dev).eval()
     return TrainedClassifier(
         model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of
@@ -657,6 +685,7 @@ def predict_classifier(
     check_labels: bool = True,
     loaded: TrainedClassifier | None = None,
     pad_to_multiple_of: int | str = "auto",
+    attention: str = "padded",
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
     probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
@@ -665,10 +694,11 @@ def predict_classifier(
 
     A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
     probabilities are the softmax over the label words' logits at the mask. ``loaded``: the model already loaded by
-    :func:`load_trained_classifier` (then ``max_length``, ``device`` and ``bf16`` are its own)."""
+    :func:`load_trained_classifier` (then ``max_length``, ``device``, ``bf16`` and ``attention`` are its own)."""
     emit = log or logger.info
     clf = loaded or load_trained_classifier(
-        model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of
+        model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of,
+        attention=attention,
     )
     names = clf.label_names
     if check_labels and names != list(frame.attrs["label_names"]):

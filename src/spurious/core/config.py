@@ -25,9 +25,22 @@ RUNTIME_SETTINGS = frozenset(
 )
 
 
+#: Result-changing settings added after results existed, with the value that computes what was computed before them.
+#: At that value a setting is left out of the result settings (the rerun decisions, checkpoint folders and training
+#: fingerprints), so that its arrival reruns no finished job and leaves every checkpoint resumable. ``attention``:
+#: packed training has no dropout on the attention probabilities (spurious.core.packing), padded is the old path.
+NEUTRAL_DEFAULTS: dict[str, Any] = {"attention": "padded"}
+_UNSET = object()
+
+
 def result_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
-    """The settings that can change a result: all but :data:`RUNTIME_SETTINGS`."""
-    return {k: v for k, v in settings.items() if k not in RUNTIME_SETTINGS}
+    """The settings that can change a result: all but :data:`RUNTIME_SETTINGS` and those at their
+    :data:`NEUTRAL_DEFAULTS` value."""
+    return {
+        k: v
+        for k, v in settings.items()
+        if k not in RUNTIME_SETTINGS and NEUTRAL_DEFAULTS.get(k, _UNSET) != v
+    }
 
 
 class RuleSettings(Mapping):

@@ -274,7 +274,11 @@ class PromptClassifier(torch.nn.Module):
     The vocabulary projection is only applied at the mask positions (a forward pre-hook on the model's output
     embeddings hands them the mask rows only), which spares the (batch, length, vocabulary) logits of the full
     output; a model whose head does not go through its output embeddings that way gets the full logits, gathered
-    afterwards. Either way the result equals the full MLM logits gathered at the mask."""
+    afterwards. Either way the result equals the full MLM logits gathered at the mask.
+
+    Packed rows (``spurious.core.packing``): ``input_ids`` is one row of texts laid end to end and the packed model
+    inputs come as keyword arguments; each text's mask position still counts from its own first token, and the
+    text's start is read from ``cu_seq_lens_q``."""
 
     def __init__(self, mlm: torch.nn.Module, label_word_ids: Sequence[int]) -> None:
         super().__init__()
@@ -283,7 +287,7 @@ class PromptClassifier(torch.nn.Module):
         if len(set(ids)) != len(ids) or len(ids) < 2:
             raise ValueError(f"label word ids must be at least two distinct ids, got {ids}")
         self.register_buffer("label_word_ids", torch.tensor(ids, dtype=torch.long), persistent=False)
-        self._positions: torch.Tensor | None = None
+        self._at: torch.Tensor | None = None  # the mask tokens' indices in the flattened (batch x length) states
         self._shape: tuple[int, int] | None = None
         self._gathered = False
         head = mlm.get_output_embeddings() if hasattr(mlm, "get_output_embeddings") else None
@@ -293,33 +297,36 @@ class PromptClassifier(torch.nn.Module):
     def _gather_at_mask(self, module: torch.nn.Module, args: tuple[Any, ...]) -> tuple[Any, ...] | None:
         hidden = args[0] if args else None
         # only our own forward, and only (batch, length, hidden) states of this input: anything else is left alone
-        if self._positions is None or not isinstance(hidden, torch.Tensor) or hidden.dim() != 3:
+        if self._at is None or not isinstance(hidden, torch.Tensor) or hidden.dim() != 3:
             return None
         if tuple(hidden.shape[:2]) != self._shape:
             return None
         self._gathered = True
-        rows = torch.arange(hidden.shape[0], device=hidden.device)
-        return (hidden[rows, self._positions.to(hidden.device)].unsqueeze(1), *args[1:])
+        return (hidden.flatten(0, 1)[self._at.to(hidden.device)].unsqueeze(1), *args[1:])
 
     def forward(
         self,
         input_ids: torch.Tensor,
-        attention_mask: torch.Tensor,
+        attention_mask: torch.Tensor | None = None,
         token_type_ids: torch.Tensor | None = None,
         mask_positions: torch.Tensor | None = None,
+        **packed: Any,
     ) -> PromptOutput:
         if mask_positions is None:
             raise ValueError("PromptClassifier needs mask_positions (the index of each row's mask token)")
-        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
-        self._positions, self._shape, self._gathered = mask_positions, tuple(input_ids.shape), False
-        try:
-            logits = self.mlm(input_ids=input_ids, attention_mask=attention_mask, **extra).logits
-        finally:
-            self._positions, self._shape = None, None
-        if self._gathered:
-            at_mask = logits[:, 0]
+        positions = mask_positions.to(input_ids.device)
+        if packed:  # one row: each text starts at its cu_seq_lens entry
+            at = packed["cu_seq_lens_q"][: len(positions)].long() + positions
         else:
-            at_mask = logits[torch.arange(logits.shape[0], device=logits.device), mask_positions.to(logits.device)]
+            rows, length = input_ids.shape
+            at = torch.arange(rows, device=input_ids.device) * length + positions
+        extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
+        self._at, self._shape, self._gathered = at, tuple(input_ids.shape), False
+        try:
+            logits = self.mlm(input_ids=input_ids, attention_mask=attention_mask, **extra, **packed).logits
+        finally:
+            self._at, self._shape = None, None
+        at_mask = logits[:, 0] if self._gathered else logits.flatten(0, 1)[at.to(logits.device)]
         return PromptOutput(logits=at_mask[:, self.label_word_ids])
 
 

@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core import packing
 from spurious.core.qa.settings import (
     resolve_settings,
 )
@@ -61,16 +62,28 @@ class QAFeatures:
         return 0 if self.pad_on_right else 1
 
     def collate(
-        self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None, multiple: int = 1
+        self,
+        indices: Sequence[int] | np.ndarray,
+        pad_to: int | None = None,
+        multiple: int = 1,
+        packed_offset: int | None = None,
     ) -> dict[str, torch.Tensor]:
         """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``; rounded up to ``multiple``
         but not beyond ``max_length``: ``spurious.core.training.padded_width``), with labels if present.
+
+        ``packed_offset`` (not None for a model that runs packed attention: ``spurious.core.packing.position_offset``)
+        lays the windows end to end instead (``packing.pack``, positions counting from it); the ``[B, W]`` layout the
+        losses read is then ``max_length`` wide, one shape whatever the windows (``pad_to`` and ``multiple`` do not
+        apply: there is no padding to round).
 
         With left padding the label positions move right by the padding added, so they still point at the same token.
         Besides the model inputs, the batch holds boolean ``[B, W]`` masks for training objectives that treat token
         kinds differently: ``context_mask`` (tokens with context offsets), ``cls_mask`` (the CLS position; position 0
         of the window when ``cls_index`` is unknown) and, when ``sequence_ids`` is known, ``question_mask``.
         """
+        if packed_offset is not None:
+            batch = self.collate(indices, pad_to=self.max_length)
+            return packing.pack(batch, position_offset=packed_offset, pad_token_id=self.pad_token_id)
         rows = [self.input_ids[i] for i in indices]
         width = padded_width(max(max(len(r) for r in rows), pad_to or 0), multiple, self.max_length)
         n = len(rows)

@@ -16,7 +16,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import registry
+from spurious.core import packing, registry
+from spurious.core.config import result_settings
 from spurious.core.data import sample_questions
 from spurious.core.engine import (
     TrainState,
@@ -43,7 +44,6 @@ from spurious.core.qa.inference import (
     validation_loss,
 )
 from spurious.core.qa.settings import (
-    _RUNTIME_KEYS,
     EVAL_SUBSET_SEED,
     LogFn,
     logger,
@@ -81,7 +81,7 @@ def _fingerprint(
     """
     payload = {
         "model": model_name,
-        "settings": {k: v for k, v in sorted(settings.items()) if k not in _RUNTIME_KEYS},
+        "settings": result_settings(settings),
         "train": ids_sha256(train.example_ids),
         "n_train_features": len(train),
         "valid": ids_sha256(valid.example_ids),
@@ -348,6 +348,7 @@ def train_qa(
     tokenizer = load_tokenizer(model_name_or_path)
     model = _initial_model(model_name_or_path, init)
     _restrict_training(model, trainable)
+    packed = packing.enable(model, s["attention"], device=device, bf16=bf16, log=emit)
     train_features = training_features(train_frame, tokenizer, s, tokenizer_name=str(model_name_or_path))
     if len(train_features) == 0:
         raise ValueError("the training frame is empty")
@@ -356,6 +357,12 @@ def train_qa(
     extra_features = {name: feats for name, (_, feats) in evals.items() if name != "validation"}
     model.to(device)
     objective = _build_objective(objective_factory, train_features, device)
+    if packed and getattr(objective, "reads_padding", False):
+        raise ValueError(
+            f"attention: packed computes nothing at padding positions, but the training objective "
+            f"{objective_id or objective_fingerprint} reads them (its softmaxes run over every position of the padded "
+            "batch: the authors' compat or mask_non_context: false); set attention: padded for this run"
+        )
     selection_description = None if selection is None else str(getattr(selection, "fingerprint", "custom"))
     run_options = {
         "init": None if init in (None, "pretrained") else init,
@@ -369,10 +376,12 @@ def train_qa(
     pad_to = int(s["max_length"]) if s["pad_to_max_length"] else None
     multiple = pad_multiple(s["pad_to_multiple_of"], device)
 
+    offset = packing.position_offset(model)
+
     def loss_fn(
         model: Any, objective: torch.nn.Module | None, rows: np.ndarray, device: torch.device
     ) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = train_features.collate(rows, pad_to=pad_to, multiple=multiple)
+        batch = train_features.collate(rows, pad_to=pad_to, multiple=multiple, packed_offset=offset)
         # bf16 autocast comes from the engine (Accelerate wraps the whole loss computation)
         if objective is None:
             return _plain_loss(model, batch, device, False), {}

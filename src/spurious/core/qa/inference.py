@@ -14,7 +14,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import registry
+from spurious.core import packing, registry
 from spurious.core.logits import features_fingerprint, write_feature_logits
 from spurious.core.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
 from spurious.core.qa.features import (
@@ -62,12 +62,22 @@ def _model_outputs(
 ) -> tuple[Any, Any, Any]:
     """Start logits, end logits and, with ``hidden``, the last hidden state ``[B, W, H]`` (else None).
 
-    Hidden states are requested only when needed: returning all layers costs memory on long windows.
+    Hidden states are requested only when needed: returning all layers costs memory on long windows. A packed batch
+    (``spurious.core.packing``) runs as one row and comes back in the batch's ``[B, W]`` layout, the logits ``-inf``
+    and the hidden states 0 outside the windows.
     """
-    inputs = {k: batch[k].to(device, non_blocking=True) for k in _MODEL_INPUT_KEYS if k in batch}
+    packed = packing.is_packed(batch)
+    if packed:
+        inputs = packing.model_inputs(batch, device)
+    else:
+        inputs = {k: batch[k].to(device, non_blocking=True) for k in _MODEL_INPUT_KEYS if k in batch}
     with autocast(device, bf16):
         out = model(**inputs, output_hidden_states=True) if hidden else model(**inputs)
-    return out.start_logits, out.end_logits, (out.hidden_states[-1] if hidden else None)
+    start, end, states = out.start_logits, out.end_logits, (out.hidden_states[-1] if hidden else None)
+    if packed:
+        start, end = packing.unpack(start, batch, float("-inf")), packing.unpack(end, batch, float("-inf"))
+        states = None if states is None else packing.unpack(states, batch, 0.0)
+    return start, end, states
 
 
 def _forward(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> tuple[Any, Any]:
@@ -113,13 +123,14 @@ def validation_loss(
     was_training = model.training
     model.eval()
     order = np.argsort(features.lengths, kind="stable")
+    offset = packing.position_offset(model)
     total, count = 0.0, 0
     try:
         for lo in range(0, len(order), batch_size):
             if should_stop is not None and should_stop():
                 raise StopRequested
             idx = order[lo : lo + batch_size]
-            batch = features.collate(idx, multiple=multiple)
+            batch = features.collate(idx, multiple=multiple, packed_offset=offset)
             loss = _plain_loss(model, batch, device, bf16)
             total += float(loss) * len(idx)
             count += len(idx)
@@ -139,7 +150,7 @@ def predict_logits(
     multiple: int = 1,
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Start/end logits of every window (unpadded, float32), batched by length for speed, each batch's width rounded
-    up to ``multiple`` (``pad_to_multiple_of``)."""
+    up to ``multiple`` (``pad_to_multiple_of``), or packed when the model runs packed attention."""
     device = _model_device(model)
     was_training = model.training
     model.eval()
@@ -148,11 +159,12 @@ def predict_logits(
     lengths = features.lengths
     order = np.argsort(lengths, kind="stable")
     n_batches = math.ceil(len(order) / batch_size)
+    offset = packing.position_offset(model)
     t0 = time.perf_counter()
     try:
         for b, lo in enumerate(range(0, len(order), batch_size)):
             idx = order[lo : lo + batch_size]
-            batch = features.collate(idx, multiple=multiple)
+            batch = features.collate(idx, multiple=multiple, packed_offset=offset)
             s, e = _forward(model, batch, device, bf16)
             s, e = s.float().cpu().numpy(), e.float().cpu().numpy()
             width = s.shape[1]
@@ -196,8 +208,9 @@ def predict_qa(
 ) -> dict[str, str]:
     """Answer every question of ``qa_frame`` with the model in ``model_dir``: ``{id: prediction text}``.
 
-    Uses the same featurisation settings as training (``max_length``, ``stride``), ``eval_batch_size``, ``device``
-    and ``bf16`` from ``settings``; other keys are ignored, so the training settings can be passed as they are.
+    Uses the same featurisation settings as training (``max_length``, ``stride``), ``eval_batch_size``, ``device``,
+    ``bf16`` and ``attention`` (``packed``: windows end to end, ``spurious.core.packing``; the same answers up to float
+    rounding) from ``settings``; other keys are ignored, so the training settings can be passed as they are.
     """
     s = resolve_settings(settings)
     if s["threads"]:
@@ -206,6 +219,7 @@ def predict_qa(
     tokenizer = load_tokenizer(model_dir)
     model = load_qa_model(model_dir).to(device)
     emit = log or logger.info
+    packing.enable(model, s["attention"], device=device, bf16=use_bf16(s["bf16"], device), log=emit)
     t0 = time.perf_counter()
     predictions = predict_with_model(model, tokenizer, qa_frame, settings=s, log=emit)
     emit(f"predict: {len(qa_frame)} questions in {time.perf_counter() - t0:.1f}s on {device}")
@@ -272,8 +286,8 @@ def infer_feature_logits(
     The windows are made exactly as ``train_qa`` makes them (``training_features`` with the tokenizer of
     ``tokenizer_from``, the main model, and the main run's ``max_length``/``stride``), so row ``i`` of the store is the
     ``feature_index`` ``i`` a training objective receives. ``tokenizer_from`` must be the main model's name exactly as
-    the consuming ``train_qa`` gets it (``model_name_or_path``): it is the fingerprint's tokenizer name. ``eval_batch_size``, ``device``, ``bf16`` and ``threads``
-    only affect speed (bf16 rounds the stored logits).
+    the consuming ``train_qa`` gets it (``model_name_or_path``): it is the fingerprint's tokenizer name. ``eval_batch_size``, ``device``, ``bf16``, ``threads`` and
+    ``attention`` only affect speed (bf16 rounds the stored logits; packed windows round differently).
     """
     s = resolve_settings(settings)
     emit = log or logger.info
@@ -283,6 +297,7 @@ def infer_feature_logits(
     tokenizer = load_tokenizer(tokenizer_from)
     model = _load_trained_qa_model(model_dir)
     _check_shared_vocabulary(model, model_dir, tokenizer, str(tokenizer_from))
+    packing.enable(model, s["attention"], device=device, bf16=use_bf16(s["bf16"], device), log=emit)
     model.to(device)
     features = training_features(frame, tokenizer, s, tokenizer_name=os.fspath(tokenizer_from))
     fingerprint = features_fingerprint(features)

@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spurious.core.config import RUNTIME_SETTINGS
+from spurious.core.packing import check_attention_setting
 from spurious.core.training import (
     fill_settings,
 )
@@ -34,6 +34,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
     # (spurious.core.training.PAD_MULTIPLE_BY_DEVICE)
     "pad_to_multiple_of": "auto",
+    # padded, or packed: windows end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
+    "attention": "padded",
     "group_by_length": False,
     # validation, early stopping, checkpoints
     "eval_every": 200,
@@ -52,8 +54,6 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # (batch_size x gradient_accumulation_steps) stays the same whatever it is
     "processes": 1,
 }
-# Keys that do not change the result of a run: a checkpoint may be resumed with other values for them.
-_RUNTIME_KEYS = RUNTIME_SETTINGS  # not part of the run fingerprint
 # Seed of the validation subset (eval_max_examples): fixed, so every model and seed is compared on the same questions.
 EVAL_SUBSET_SEED = 0
 
@@ -61,6 +61,7 @@ EVAL_SUBSET_SEED = 0
 def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default)."""
     resolved = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "QA")
+    check_attention_setting(resolved["attention"], "QA")
     if resolved["stride"] >= resolved["max_length"]:
         raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
     return resolved

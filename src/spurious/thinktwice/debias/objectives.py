@@ -49,6 +49,13 @@ def _gather_logits(
     return tensor[:, 0], tensor[:, 1]
 
 
+def _reads_padding(compat: Compat, mask_non_context: bool) -> bool:
+    """Whether a loss's softmaxes run over every position of the padded batch (the authors' code): it then reads the
+    model's outputs at padding tokens, which packed windows (``attention: packed``) do not compute, so ``train_qa``
+    refuses to pack it."""
+    return compat == "isbiased" or not mask_non_context
+
+
 def _batch_masks(batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
     """``(valid_mask, question_mask)`` from the masks that the training loop adds to a batch."""
     missing = [key for key in ("context_mask", "cls_mask", "question_mask") if key not in batch]
@@ -97,6 +104,7 @@ class LearnedMixinObjective(nn.Module):
         self.gate: nn.Module = (
             TokenGate(hidden_size) if compat == "isbiased" else LearnedMixinGate(hidden_size, gate_dim)
         )
+        self.reads_padding = _reads_padding(compat, mask_non_context)
 
     def forward(
         self,
@@ -159,6 +167,7 @@ class ConfidenceRegularizationObjective(nn.Module):
         self.scale = scale
         self.compat = compat
         self.mask_non_context = mask_non_context
+        self.reads_padding = _reads_padding(compat, mask_non_context)
 
     def forward(
         self,
