@@ -154,6 +154,9 @@ def build_parser() -> argparse.ArgumentParser:
     from spurious.audit.command import add_parser as add_audit_parser
 
     add_audit_parser(sub)
+    from spurious.cli.plan import add_parser as add_plan_parser
+
+    add_plan_parser(sub)
     return parser
 
 
