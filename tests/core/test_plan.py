@@ -54,7 +54,7 @@ def planned(tmp_path_factory):
 
 def _cost(planned, rule, **wildcards):
     job = next(j for j in planned["jobs"] if j.rule == rule and all(j.wildcards[k] == v for k, v in wildcards.items()))
-    return planned["planner"].job(job.rule, job.wildcards, job.params, job.resources, job.threads), job
+    return planned["planner"].job(job), job
 
 
 def test_snakemake_plans_every_job_of_the_config(planned):
@@ -144,3 +144,11 @@ def test_the_step_measurements_are_the_h200_files():
     aflite = json.loads((folder / "bench_aflite.json").read_text())
     assert aflite["ours_s"] == plan.AFLITE_ITERATION_S and (aflite["n"], aflite["d"], aflite["m"], aflite["t"]) == (
         100_000, 384, 64, 10_000)
+
+
+def test_a_named_size_class_stands_in_for_a_checkpoint_unknown_offline():
+    planner = plan.Planner({})
+    size = planner.size({"checkpoint": "org/private-model", "size_class": "large"}, "models.mine")
+    assert (size.size_class, size.non_embedding_parameters, size.layers) == ("large", 302_309_376, 24)
+    assert "models.mine (org/private-model): not known offline, counted as roberta-large" in planner.model_bases[
+        "class large"]

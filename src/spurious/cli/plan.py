@@ -13,6 +13,7 @@ EPILOG = """\
 examples:
   spurious plan --configfile configs/paper-squad.yaml
   spurious plan --configfile configs/paper-lexical.yaml --json plan.json
+  spurious plan results/lexical/snli/models/bilstm/q/seed0/model --configfile configs/paper-lexical.yaml
   spurious plan --configfile my.yaml --directory . (what is left of a run begun here)
 
 Snakemake plans the job graph of the config with the checkout's Snakefile and the workflow profile's requests
@@ -29,6 +30,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    p.add_argument("targets", nargs="*", metavar="TARGET",
+                   help="files or rules to plan for, as for snakemake, before --configfile (default: the whole run)")
     p.add_argument("--configfile", required=True, nargs="+", metavar="FILE",
                    help="the config(s), as for snakemake --configfile (several are merged in order)")
     p.add_argument("--profile", default=None, metavar="DIR",
@@ -57,7 +60,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="spurious-plan-") as fresh:
         workdir = Path(args.directory) if args.directory else Path(fresh)
         try:
-            config, jobs = plan.planned_jobs(configs, profile, workdir.resolve(), root)
+            config, jobs = plan.planned_jobs(configs, profile, workdir.resolve(), root, args.targets)
             rules, bases = plan.estimate(config, jobs)
         except plan.PlanError as exc:
             raise CLIError(str(exc)) from None

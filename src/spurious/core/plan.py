@@ -71,6 +71,9 @@ GPU_STEPS = {
     "base": StepMeasurement("BERT-base QA, batch 32, max_length 384", 85_054_464, 12, 32 * 348.0, 0.03464525790624862,
                             "NVIDIA H200", "h200-2026-11-26/bench_bertbase.json"),
 }
+# the model a size class is counted as when a config names only the class of a checkpoint unknown offline
+CLASS_MODELS = {"small": "embedded:all-MiniLM-L6-v2", "base": "bert-base-uncased", "large": "roberta-large",
+                "xl": "EleutherAI/pythia-12b"}
 # A model at or below this many non-embedding parameters is nearer MiniLM than BERT-base (their geometric mean).
 NEAREST_SPLIT = math.sqrt(GPU_STEPS["small"].non_embedding * GPU_STEPS["base"].non_embedding)
 FORWARD_SHARE = 1 / 3  # a forward pass is about a third of a forward and backward pass
@@ -239,6 +242,7 @@ class JobCost:
     disk_bytes: float = 0.0  # kept outputs
     scratch_bytes: float = 0.0  # checkpoints while it runs
     gpu_state_bytes: float = 0.0
+    model: tuple[Mapping[str, Any], str] | None = None  # the model's config entry and where it is
     kinds: set[str] = field(default_factory=set)
     basis: list[str] = field(default_factory=list)
 
@@ -286,32 +290,22 @@ class Planner:
     # -- models
 
     def size(self, spec: Mapping[str, Any], where: str) -> ModelSize:
+        """The model's size; a checkpoint whose size is not known offline, but whose size_class the config names,
+        is counted as that class's model of the paper configs (:data:`CLASS_MODELS`)."""
         size = model_size(spec, where)
         if size.non_embedding_parameters is None and size.size_class != "bilstm":
-            raise ValueError(f"{where}: the plan needs the model's parameters; its checkpoint is not known offline")
+            stand_in = CLASS_MODELS[size.size_class]
+            self.model_bases[f"class {size.size_class}"] = (
+                f"{where} ({spec.get('checkpoint')}): not known offline, counted as {stand_in}, its size_class's model")
+            return model_size({"checkpoint": stand_in, "size_class": size.size_class}, where)
         return size
-
-    def model_of(self, rule: str, wildcards: Mapping[str, str]) -> tuple[Mapping[str, Any], str] | None:
-        cfg = self.config
-        if rule in THINKTWICE_RULES:
-            name = wildcards.get("model") or wildcards["run"].split("/")[0]
-            return cfg["models"][name], f"models.{name}"
-        if rule.startswith("lexical_") and "model" in wildcards:
-            return cfg["lexical"]["models"][wildcards["model"]], f"lexical.models.{wildcards['model']}"
-        if rule in ("aflite_warmup", "aflite_embed"):
-            return cfg["aflite"]["text"]["representation"], "aflite.text.representation"
-        if rule.startswith("aflite_") and "model" in wildcards:
-            return cfg["aflite"]["text"]["models"][wildcards["model"]], f"aflite.text.models.{wildcards['model']}"
-        if rule.startswith("spurious_") and "model" in wildcards:
-            return cfg["spuriousbench"]["models"][wildcards["model"]], f"spuriousbench.models.{wildcards['model']}"
-        return None
 
     # -- the estimate of one job
 
-    def job(self, rule: str, wildcards: Mapping[str, str], params: Mapping[str, Any],
-            resources: Mapping[str, Any], threads: int) -> JobCost:
+    def job(self, job: PlannedJob) -> JobCost:
+        rule, wildcards, params, resources = job.rule, job.wildcards, job.params, job.resources
         gpus = int(resources.get("gpu") or 0)
-        cost = JobCost(rule, gpus=gpus, threads=threads, mem_mb=int(resources.get("mem_mb") or 0))
+        cost = JobCost(rule, gpus=gpus, threads=job.threads, mem_mb=int(resources.get("mem_mb") or 0), model=job.model)
         estimator = GPU_ESTIMATORS.get(rule)
         if gpus and estimator is not None:
             estimator(self, cost, wildcards, params)
@@ -351,9 +345,10 @@ class Planner:
 
     # -- pieces shared by the GPU estimators
 
-    def model(self, cost: JobCost, rule: str, wildcards: Mapping[str, str]) -> ModelSize:
-        spec, where = self.model_of(rule, wildcards)
-        size = self.size(spec, where)
+    def model(self, cost: JobCost) -> ModelSize:
+        if cost.model is None:
+            raise PlanError(f"rule {cost.rule} has no model in the workflow's MODEL_OF_RULE")
+        size = self.size(*cost.model)
         if size.size_class == "bilstm":
             self.model_bases["bilstm"] = ("BiLSTM control: not measured on a GPU; counted as MiniLM's step scaled to "
                                           "its 3 layers")
@@ -398,10 +393,6 @@ class Planner:
 
 # ---------------------------------------------------------------------------------------------------- per rule
 
-THINKTWICE_RULES = ("train", "predict", "train_bias_model", "feature_logits", "train_plain", "train_debiased",
-                    "scale_search_train", "scale_search_score")
-
-
 def _settings(params: Mapping[str, Any]) -> dict[str, Any]:
     return dict(params.get("settings") or {})
 
@@ -419,7 +410,7 @@ def _evaluations(settings: Mapping[str, Any], steps: float) -> float:
 def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
     """train, train_plain, train_debiased, scale_search_train, train_bias_model: QA fine-tuning with validation-loss
     evaluations (a debiased run's rows are its training split's, which bounds any segment or resampled set)."""
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     settings = _settings(params)
     train, validation = _qa_model_splits(p, w["model"])
     debias = p.config.get("debias") or {}
@@ -440,7 +431,7 @@ def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mappi
 
 def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
     """predict, feature_logits, scale_search_score: every window of a split through the model."""
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     settings = _settings(params)
     length = settings.get("max_length", 384)
     if cost.rule == "scale_search_score":
@@ -463,14 +454,14 @@ def _lexical_split(p: Planner, dataset: str, key: str) -> Rows:
 
 
 def _est_lexical_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     settings = _settings(params)
     rows = _lexical_split(p, w["dataset"], "train")
     p.train(cost, size, settings, rows, max_length=settings.get("max_length", settings.get("max_tokens", 128)))
 
 
 def _est_lexical_predict(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     rows = _lexical_split(p, w["dataset"], "test")
     p.forward(cost, size, rows, _settings(params).get("max_length", 128), "test split")
     cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
@@ -504,7 +495,7 @@ def _aflite_train_set(p: Planner, dataset: str, train_set: str) -> Rows:
 
 
 def _est_aflite(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     settings = _settings(params)
     rule = cost.rule
     if rule == "aflite_warmup":
@@ -570,7 +561,7 @@ def _spurious_test_rows(p: Planner, dataset: str) -> Rows:
 
 
 def _est_spurious(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost, cost.rule, w)
+    size = p.model(cost)
     spec = _spurious_dataset(p, w["dataset"])
     settings = _settings(params)
     dev = Rows(spec["dev_size"], "known", f"dev_size {spec['dev_size']:,}")
@@ -617,11 +608,14 @@ class PlanError(RuntimeError):
 
 @dataclass(frozen=True)
 class PlannedJob:
+    """One job as Snakemake planned it, with the model it trains or runs (the workflow's MODEL_OF_RULE)."""
+
     rule: str
     wildcards: dict[str, str]
     params: dict[str, Any]
     resources: dict[str, Any]
     threads: int
+    model: tuple[Mapping[str, Any], str] | None = None
 
 
 def workflow_root() -> Path:
@@ -660,22 +654,23 @@ def _profile_settings(profile: Path | None) -> dict[str, Any]:
     return settings
 
 
-def planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path,
-                 root: Path | None = None) -> tuple[dict[str, Any], list[PlannedJob]]:
+def planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path | None = None,
+                 targets: Iterable[str] = ()) -> tuple[dict[str, Any], list[PlannedJob]]:
     """The validated config and every job Snakemake plans to run for it in ``workdir`` (a dry run: nothing runs,
-    nothing is submitted; jobs whose outputs are already there are not planned)."""
+    nothing is submitted; jobs whose outputs are already there are not planned), for ``targets`` (files or rules;
+    none: the default target)."""
     root = root or workflow_root()
     workdir.mkdir(parents=True, exist_ok=True)
     snakemake_log = logging.getLogger("snakemake.logging")  # its progress lines, not for the plan's reader
     propagate, snakemake_log.propagate = snakemake_log.propagate, False
     try:
-        return _planned_jobs(configfiles, profile, workdir, root)
+        return _planned_jobs(configfiles, profile, workdir, root, frozenset(targets))
     finally:
         snakemake_log.propagate = propagate
 
 
-def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path,
-                  root: Path) -> tuple[dict[str, Any], list[PlannedJob]]:
+def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path,
+                  targets: frozenset[str]) -> tuple[dict[str, Any], list[PlannedJob]]:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -697,11 +692,11 @@ def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path,
             snakefile=root / "Snakefile",
             workdir=workdir,
         )
-        wf_api.dag(DAGSettings())
+        wf_api.dag(DAGSettings(targets=targets))
         workflow = wf_api._workflow  # the job graph as printdag builds it
         workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
         workflow._build_dag()
-        config = workflow.globals["config"]
+        config, model_of_rule = workflow.globals["config"], workflow.globals["MODEL_OF_RULE"]
         jobs = [
             PlannedJob(
                 rule=job.rule.name,
@@ -709,6 +704,7 @@ def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path,
                 params={k: v for k, v in job.params.items()},
                 resources={k: v for k, v in job.resources.items()},
                 threads=int(job.threads),
+                model=model_of_rule[job.rule.name](job.wildcards) if job.rule.name in model_of_rule else None,
             )
             for job in workflow.dag.needrun_jobs()
             if job.rule.name != "all" and not job.rule.norun
@@ -741,7 +737,7 @@ def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob]) -> tuple[lis
     totals: dict[str, RuleTotal] = {}
     costliest: dict[str, float] = defaultdict(lambda: -1.0)
     for job in jobs:
-        cost = planner.job(job.rule, job.wildcards, job.params, job.resources, job.threads)
+        cost = planner.job(job)
         total = totals.setdefault(job.rule, RuleTotal(job.rule))
         total.jobs += 1
         total.gpu_jobs += bool(cost.gpus)

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-BILSTM_LAYERS = 3  # spurious.lexical.bilstm: three bidirectional layers
+BILSTM_LAYERS = 3  # the BiLSTM control of Stubborn Lexical Bias: three bidirectional layers
 SIZE_CLASSES = ("bilstm", "small", "base", "large", "xl")
 # total parameters below which a transformer is in a class (xl: everything above)
 CLASS_LIMITS = (("small", 70_000_000), ("base", 200_000_000), ("large", 2_000_000_000))
