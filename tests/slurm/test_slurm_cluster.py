@@ -191,16 +191,20 @@ def test_the_default_status_command_without_accounting_fails_at_once(cluster_run
     assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
 
 
-def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
-    # The plan as the slurm executor computes it (Snakemake's layered group resources, the plugin's CPU rule),
-    # written before the first submission and nothing submitted (SPURIOUS_SLURM_PLAN).
+def _slurm_plan(tmp_path, config: str) -> dict:
+    """The plan of a paper config as the slurm executor computes it (Snakemake's layered group resources, the
+    plugin's CPU rule), written before the first submission, with nothing submitted (SPURIOUS_SLURM_PLAN)."""
     plan = tmp_path / "plan.json"
     env = _env() | {"SPURIOUS_SLURM_PLAN": str(plan)}
     before = {j["JobId"] for j in _jobs()}
-    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / "paper-squad.yaml")), 240, env)
+    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / config)), 240, env)
     assert proc.returncode != 0 and plan.exists(), proc.stdout[-4000:]
     assert {j["JobId"] for j in _jobs()} == before
-    payload = json.loads(plan.read_text())
+    return json.loads(plan.read_text())
+
+
+def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
+    payload = _slurm_plan(tmp_path, "paper-squad.yaml")
     groups = [r for r in payload["requests"] if r["group"]]
     assert len(groups) == 31  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4 at App. C (4)
     for g in groups:
@@ -213,13 +217,7 @@ def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tm
 def test_the_lexical_configs_requests_follow_each_model(cluster_run, tmp_path):
     # paper-lexical's classifiers ask by size class: the BiLSTM control a small job, RoBERTa-large two GPUs, which
     # this one-GPU node cannot give: the start-up check names exactly those jobs, and nothing is submitted.
-    plan = tmp_path / "plan.json"
-    env = _env() | {"SPURIOUS_SLURM_PLAN": str(plan)}
-    before = {j["JobId"] for j in _jobs()}
-    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / "paper-lexical.yaml")), 240, env)
-    assert proc.returncode != 0 and plan.exists(), proc.stdout[-4000:]
-    assert {j["JobId"] for j in _jobs()} == before
-    payload = json.loads(plan.read_text())
+    payload = _slurm_plan(tmp_path, "paper-lexical.yaml")
     train = [r for r in payload["requests"] if r["rules"] == ["lexical_train"]]
     bilstm = [r for r in train if "model=bilstm" in r["label"]]
     large = [r for r in train if "model=roberta_large" in r["label"]]
