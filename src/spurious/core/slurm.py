@@ -97,14 +97,14 @@ def size_table(raw: Any, where: str = "a resource") -> dict[str, Any] | None:
     return table
 
 
-def _per_size(rule: str, resource: str, table: dict[str, Any], model_of: ModelOf) -> Callable[[Any], Any]:
+def _per_size(setting: str, table: dict[str, Any], model_of: ModelOf) -> Callable[[Any], Any]:
     def value(wildcards: Any) -> Any:
         spec, where = model_of(wildcards)
         size = model_size(spec, where).size_class
         if size not in table:
             raise SlurmRequestError(
-                f"{PROFILE_FILE}: set-resources: {rule}: {resource} = {SIZE_FUNCTION}(...) gives no value for size class "
-                f"{size!r}, the class of {where} ({spec.get('checkpoint') or spec.get('init')}); add {size}=... there"
+                f"{PROFILE_FILE}: {setting} = {SIZE_FUNCTION}(...) gives no value for size class {size!r}, the class "
+                f"of {where} ({spec.get('checkpoint') or spec.get('init')}); add {size}=... there"
             )
         return table[size]
 
@@ -131,7 +131,7 @@ def apply_size_requests(workflow: Any, model_of_rule: Mapping[str, ModelOf]) -> 
                     f"{PROFILE_FILE}: {setting} is given per size class, but rule {rule.name} trains or runs no "
                     f"model; give it one value (the rules with a model: {', '.join(sorted(model_of_rule))})"
                 )
-            value = _per_size(rule.name, name, table, model_of_rule[rule.name])
+            value = _per_size(setting, table, model_of_rule[rule.name])
             rule.resources[name] = Resource(name, value, raw=resource.raw)
 
 
