@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spurious.core.sizes import ModelSize, model_size
+from spurious.core.sizes import ModelSize, architecture, model_size
 
 # ---------------------------------------------------------------------------------------------------- measurements
 
@@ -509,8 +509,7 @@ def _est_aflite(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping
         pool, dev = _aflite_pool(p, w["dataset"]), split_rows(p.config, w["dataset"], spec["dev"])
         rows = Rows(pool.n + dev.n, _worst([pool.kind, dev.kind]), f"{pool.basis}, and {dev.basis}")
         p.forward(cost, size, rows, rep.get("max_length", 128), "pool and dev set")
-        hidden = (KNOWN_HIDDEN.get(rep.get("checkpoint", "")) or 1024)
-        cost.disk_bytes += rows.n * hidden * 4
+        cost.disk_bytes += rows.n * _hidden(rep.get("checkpoint", "")) * 4
     elif rule == "aflite_train_classifier":
         p.train(cost, size, settings, _aflite_train_set(p, w["dataset"], w["train_set"]))
     elif rule == "aflite_predict":
@@ -533,7 +532,7 @@ def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: 
     pool = _aflite_pool(p, w["dataset"])
     target = settings.get("n") or 0
     iterations = math.ceil(max(pool.n - target, 0) / settings["k"])
-    hidden = KNOWN_HIDDEN.get(p.config["aflite"]["text"]["representation"].get("checkpoint", ""), 1024)
+    hidden = _hidden(p.config["aflite"]["text"]["representation"].get("checkpoint", ""))
     per_iteration = (AFLITE_ITERATION_S * pool.n / 100_000 * hidden / 384 * settings.get("m", 64) / 64
                      * settings["t"] / 10_000)
     cost.gpu_s = GPU_JOB_STARTUP_S + iterations * per_iteration
@@ -545,7 +544,12 @@ def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: 
 
 
 AFLITE_ITERATION_S = 0.11049867599999175
-KNOWN_HIDDEN = {"roberta-large": 1024, "embedded:all-MiniLM-L6-v2": 384, "bert-large-uncased": 1024}
+
+
+def _hidden(checkpoint: str) -> int:
+    """The width of an encoder's representations (1024, RoBERTa-large's, where the checkpoint is not known)."""
+    arch = architecture(checkpoint)
+    return arch.hidden if arch else 1024
 
 
 def _spurious_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
@@ -736,7 +740,8 @@ def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob]) -> tuple[lis
     planner = Planner(config)
     totals: dict[str, RuleTotal] = {}
     costliest: dict[str, float] = defaultdict(lambda: -1.0)
-    for job in jobs:
+    # in a fixed order (Snakemake's is a set's), so that among equal jobs the same one gives its rule's basis
+    for job in sorted(jobs, key=lambda j: (j.rule, list(j.wildcards.items()))):
         cost = planner.job(job)
         total = totals.setdefault(job.rule, RuleTotal(job.rule))
         total.jobs += 1
@@ -801,7 +806,7 @@ def _fmt(value: float, digits: int = 1) -> str:
     return f"{value:,.{digits}f}" if value >= 10 ** -digits else f"< {10 ** -digits:g}"
 
 
-def markdown(name: str, rules: list[RuleTotal], bases: Mapping[str, str], with_basis: bool = True) -> str:
+def markdown(name: str, rules: list[RuleTotal], bases: Mapping[str, str]) -> str:
     """The plan as a Markdown table (per rule, then the total), the measurements it rests on and each rule's basis."""
     head = ("| rule | jobs | GPU jobs | GPU-hours | CPU-hours | longest job (h) | memory per job (GB, requested) "
             "| GPU memory per job (GB, model state) | disk (GB) | checkpoint while running (GB) | how known |")
@@ -813,11 +818,10 @@ def markdown(name: str, rules: list[RuleTotal], bases: Mapping[str, str], with_b
             f"| {bold(_fmt(r.cpu_hours))} | {_fmt(r.longest_job_h)} | {_fmt(r.mem_mb / 1000, 0)} "
             f"| {_fmt(r.gpu_state_gb)} | {bold(_fmt(r.disk_gb))} | {_fmt(r.scratch_gb)} | {r.kind} |"
         )
-    if with_basis:
-        lines += ["", "Measurements used:", ""]
-        lines += [f"- {text}" for text in sorted(bases.values())]
-        lines += ["", "Basis per rule (its most expensive job):", ""]
-        lines += [f"- `{r.rule}`: {r.basis}" for r in rules if r.basis]
+    lines += ["", "Measurements used:", ""]
+    lines += [f"- {text}" for text in sorted(bases.values())]
+    lines += ["", "Basis per rule (its most expensive job):", ""]
+    lines += [f"- `{r.rule}`: {r.basis}" for r in rules if r.basis]
     return "\n".join(lines) + "\n"
 
 
