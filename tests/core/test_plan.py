@@ -152,3 +152,17 @@ def test_a_named_size_class_stands_in_for_a_checkpoint_unknown_offline():
     assert (size.size_class, size.non_embedding_parameters, size.layers) == ("large", 302_309_376, 24)
     assert "models.mine (org/private-model): not known offline, counted as roberta-large" in planner.model_bases[
         "class large"]
+
+
+def test_without_a_gpu_a_training_job_is_counted_at_the_cpus_measured_step(planned, tmp_path):
+    # profiles/local asks for no GPU: MiniLM's 5,586 steps at the CPU step measured on 2 cores (1.8 s for 16 x 155
+    # tokens, 3.6 CPU-seconds), scaled by tokens only (the same model)
+    config, jobs = plan.planned_jobs([planned["cfg"]], REPO / "profiles" / "local", tmp_path / "run")
+    job = next(j for j in jobs if j.rule == "train" and j.wildcards["model"] == "minilm")
+    cost = plan.Planner(config).job(job)
+    steps_s = 5_586 * 3.6 * (32 * 256) / (16 * 155)
+    evaluation_s = WINDOWS_VALID * 256 * 3.6 / (16 * 155) / 3
+    assert (cost.gpus, cost.gpu_s, job.threads) == (0, 0.0, 2)
+    assert cost.cpu_s == pytest.approx(steps_s + evaluation_s + 5 * 12 * MINILM_PARAMS / 1e9
+                                       + 2 * (10 + 4 * MINILM_PARAMS / 1e9), rel=1e-9)
+    assert cost.cpu_s == pytest.approx(67_783.6, abs=0.1)

@@ -15,7 +15,8 @@ resources, nothing executed, no cluster and no network needed); every planned jo
   GPUs are assumed to scale perfectly: the same GPU-hours, 1/N of the time).
 - **CPU jobs**: seconds per job from a measurement where one exists (:data:`CPU_MEASURED`: the heuristics and the
   threshold search from ``make bench``), else a stated per-rule estimate (:data:`CPU_ASSUMED`), times the job's
-  threads.
+  threads. A job that trains or runs a model without a GPU (a profile without GPU requests, e.g. profiles/local) is
+  counted like a GPU job from the measured CPU step (:data:`CPU_STEP`), in proportion to parameters × tokens.
 - **Steps** come from each training job's settings: ``max_steps`` where set (a cap where early stopping may end a run
   sooner), else ``epochs × ceil(rows / (batch × accumulation))``. Rows are known before anything is downloaded only
   for the hub datasets' published split sizes (:data:`SPLIT_ROWS`), the mirror's files and the configured sizes
@@ -71,6 +72,11 @@ GPU_STEPS = {
     "base": StepMeasurement("BERT-base QA, batch 32, max_length 384", 85_054_464, 12, 32 * 348.0, 0.03464525790624862,
                             "NVIDIA H200", "h200-2026-11-26/bench_bertbase.json"),
 }
+# A training step on the CPU (docs/measured-results.md, "Width buckets on CPU": MiniLM QA, batch 16, max_length 256,
+# exact widths, mean width 155, fused AdamW, 2 cores: 1.8 s a step, the mean of two rounds), in CPU-seconds (× 2
+# cores). A CPU has no idle capacity to hide a step in: every size scales by parameters × tokens.
+CPU_STEP = StepMeasurement("MiniLM-L6 QA, batch 16, max_length 256, exact widths", 10_646_784, 6, 16 * 155.0,
+                           2 * 1.8, "2 CPU cores", "docs/measured-results.md, width buckets on CPU; CPU-seconds")
 # the model a size class is counted as when a config names only the class of a checkpoint unknown offline
 CLASS_MODELS = {"small": "embedded:all-MiniLM-L6-v2", "base": "bert-base-uncased", "large": "roberta-large",
                 "xl": "EleutherAI/pythia-12b"}
@@ -252,17 +258,18 @@ def step_measurement(non_embedding: int) -> StepMeasurement:
     return GPU_STEPS["small"] if non_embedding <= NEAREST_SPLIT else GPU_STEPS["base"]
 
 
-def seconds_per_step(non_embedding: int, layers: int, tokens_per_step: float) -> float:
-    """The larger of the reference step scaled by layers (a step the card runs below capacity takes a time set by its
-    kernels, one set per layer) and scaled by parameters × tokens (a step that fills the card)."""
-    ref = step_measurement(non_embedding)
-    by_layers = layers / ref.layers
+def seconds_per_step(non_embedding: int, layers: int, tokens_per_step: float, cpu: bool = False) -> float:
+    """On a GPU the larger of the reference step scaled by layers (a step the card runs below capacity takes a time
+    set by its kernels, one set per layer) and scaled by parameters × tokens (a step that fills the card); on the CPU
+    (CPU-seconds) the CPU step scaled by parameters × tokens."""
+    ref = CPU_STEP if cpu else step_measurement(non_embedding)
+    by_layers = 0.0 if cpu else layers / ref.layers
     by_work = non_embedding / ref.non_embedding * tokens_per_step / ref.tokens_per_step
     return ref.seconds_per_step * max(by_layers, by_work)
 
 
-def seconds_per_forward_token(non_embedding: int) -> float:
-    ref = step_measurement(non_embedding)
+def seconds_per_forward_token(non_embedding: int, cpu: bool = False) -> float:
+    ref = CPU_STEP if cpu else step_measurement(non_embedding)
     return ref.seconds_per_step / ref.tokens_per_step * non_embedding / ref.non_embedding * FORWARD_SHARE
 
 
@@ -307,8 +314,10 @@ class Planner:
         gpus = int(resources.get("gpu") or 0)
         cost = JobCost(rule, gpus=gpus, threads=job.threads, mem_mb=int(resources.get("mem_mb") or 0), model=job.model)
         estimator = GPU_ESTIMATORS.get(rule)
-        if gpus and estimator is not None:
+        if estimator is not None and (gpus or rule != "aflite_filter"):
             estimator(self, cost, wildcards, params)
+            if not gpus:  # a model trained or run on the job's CPUs: the same work at the CPU's rate
+                cost.cpu_s, cost.gpu_s = cost.gpu_s, 0.0
         elif gpus:
             seconds = GPU_ASSUMED.get(rule, 60.0)
             cost.gpu_s = (GPU_JOB_STARTUP_S + seconds) * gpus
@@ -349,7 +358,9 @@ class Planner:
         if cost.model is None:
             raise PlanError(f"rule {cost.rule} has no model in the workflow's MODEL_OF_RULE")
         size = self.size(*cost.model)
-        if size.size_class == "bilstm":
+        if not cost.gpus:
+            self.model_bases["cpu"] = CPU_STEP.label()
+        elif size.size_class == "bilstm":
             self.model_bases["bilstm"] = ("BiLSTM control: not measured on a GPU; counted as MiniLM's step scaled to "
                                           "its 3 layers")
         else:
@@ -363,10 +374,11 @@ class Planner:
         length = max_length or settings.get("max_length", 128)
         tokens = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1) * length
         n = size.non_embedding_parameters or 0
-        step_s = seconds_per_step(n, size.layers or 1, tokens)
+        cpu = not cost.gpus
+        step_s = seconds_per_step(n, size.layers or 1, tokens, cpu)
         cost.gpu_s += steps * step_s
         if evals and eval_rows and n:
-            cost.gpu_s += evals * eval_rows * length * seconds_per_forward_token(n)
+            cost.gpu_s += evals * eval_rows * length * seconds_per_forward_token(n, cpu)
             basis += f"; {evals:,.0f} evaluation{'s' if evals != 1 else ''} × {eval_rows:,.0f} rows"
         params = size.parameters or 5_000_000  # the BiLSTM: a few million weights
         saves = math.floor(steps / settings.get("checkpoint_every", steps or 1)) if steps else 0
@@ -380,7 +392,7 @@ class Planner:
 
     def forward(self, cost: JobCost, size: ModelSize, rows: Rows, length: int, what: str) -> None:
         n = size.non_embedding_parameters or 0
-        cost.gpu_s += rows.n * length * seconds_per_forward_token(n) if n else 0.0
+        cost.gpu_s += rows.n * length * seconds_per_forward_token(n, not cost.gpus) if n else 0.0
         cost.kinds.add(rows.kind)
         cost.basis.append(f"{what}: {rows.n:,.0f} rows × {length} tokens forward ({rows.basis})")
         self.startup(cost, size)
@@ -388,7 +400,10 @@ class Planner:
 
     def startup(self, cost: JobCost, size: ModelSize) -> None:
         load = 4 * (size.parameters or 0) / DISK_BYTES_PER_S
-        cost.gpu_s += (GPU_JOB_STARTUP_S + load) * max(cost.gpus, 1)
+        if cost.gpus:
+            cost.gpu_s += (GPU_JOB_STARTUP_S + load) * cost.gpus
+        else:
+            cost.gpu_s += (CPU_JOB_STARTUP_S + load) * max(cost.threads, 1)
 
 
 # ---------------------------------------------------------------------------------------------------- per rule
@@ -784,7 +799,9 @@ FORMULA = (
     "L_ref, (N / N_ref) × (T / T_ref)) and s/token = s_ref / T_ref × N / N_ref / 3, with L the layers, N the "
     "non-embedding parameters, T the padded tokens per step (batch × accumulation × max_length: an upper bound) and "
     "the reference the nearest measured model below (MiniLM up to 30M non-embedding parameters, else BERT-base); a "
-    "job on k GPUs is counted k × its time (perfect scaling assumed). Start-up: "
+    "job on k GPUs is counted k × its time (perfect scaling assumed). Without a GPU the reference is the CPU step "
+    "(MiniLM, 3.6 CPU-seconds for 16 × 155 tokens on 2 cores) and s/step = s_ref × (N / N_ref) × (T / T_ref). "
+    "Start-up: "
     f"{GPU_JOB_STARTUP_S:.0f} s a GPU job and the model's fp32 weights read at {DISK_BYTES_PER_S / 1e9:g} GB/s "
     f"(each checkpoint, 12 bytes a parameter, written at that rate too), {CPU_JOB_STARTUP_S:.0f} s a CPU job "
     "(assumed). CPU-hours: the CPU jobs only (a GPU job's CPUs come with its GPUs)."
