@@ -28,7 +28,7 @@ export NLTK_DATA ?= $(SHARED)/nltk_data
 endif
 export TOKENIZERS_PARALLELISM ?= false
 
-.PHONY: install install-dev lock config-docs demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
+.PHONY: plan install install-dev lock config-docs demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -156,6 +156,13 @@ rehearse: install
 
 rehearse-squad rehearse-aflite rehearse-spurious rehearse-lexical: rehearse-%: install
 	$(BIN)/python tests/rehearse/run.py --cores $(CORES) $*
+
+# What a config will cost before it is submitted: jobs, GPU-hours, CPU-hours, memory and disk per rule, each estimate
+# with its basis (spurious plan; docs/paper-configs.md). Snakemake plans the jobs; nothing runs. Use:
+#   make plan CONFIG=configs/paper-squad.yaml
+plan: install
+	@test -n "$(CONFIG)" || { echo "make plan: name the config, e.g. make plan CONFIG=configs/paper-squad.yaml" >&2; exit 2; }
+	$(BIN)/spurious plan --configfile $(CONFIG)
 
 lint: install-dev
 	$(BIN)/ruff check src tests benchmarks workflow_scripts

@@ -8,7 +8,7 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from spurious.core.config import validate_config
-from spurious.core.slurm import check_workflow, is_slurm_run
+from spurious.core.slurm import apply_size_requests, check_workflow, is_slurm_run
 
 min_version("9.27")
 
@@ -63,6 +63,11 @@ include: "rules/report.smk"
 
 
 report: "report/workflow.rst"
+
+
+# A resource the profile gives per size class, `by_size(small=..., large=...)` (profiles/slurm), becomes the value for
+# the model each job trains or runs (MODEL_OF_RULE, spurious.core.sizes): a BiLSTM and RoBERTa-large ask differently.
+apply_size_requests(workflow, MODEL_OF_RULE)
 
 
 # Under the slurm executor, before the first submission: every job's CPUs, memory, GPUs and runtime against the

@@ -47,6 +47,33 @@ def aflite_representation():
     return AFLITE_TEXT["representation"]
 
 
+def aflite_model_of(wildcards):
+    """The encoder or classifier a job trains or runs, and its place in the config (MODEL_OF_RULE): the warm-up and
+    the embeddings use the representation's encoder, the other rules a classifier under aflite.text.models.
+    """
+    if "model" not in wildcards.keys():
+        return aflite_representation(), "aflite.text.representation"
+    return (
+        AFLITE_TEXT["models"][wildcards.model],
+        f"aflite.text.models.{wildcards.model}",
+    )
+
+
+MODEL_OF_RULE.update(
+    dict.fromkeys(
+        (
+            "aflite_warmup",
+            "aflite_embed",
+            "aflite_train_classifier",
+            "aflite_predict",
+            "aflite_ood_finetune",
+            "aflite_ood_predict",
+        ),
+        aflite_model_of,
+    )
+)
+
+
 def aflite_train_split(dataset):
     return split_file(dataset, AFLITE_TEXT["datasets"][dataset]["train"])
 
@@ -63,7 +90,12 @@ def aflite_pool(dataset):
 
 
 def aflite_embedding_settings(wildcards):
-    return {k: v for k, v in aflite_representation().items() if k != "warmup"}
+    # size_class only sizes the SLURM request (MODEL_OF_RULE)
+    return {
+        k: v
+        for k, v in aflite_representation().items()
+        if k not in ("warmup", "size_class")
+    }
 
 
 def aflite_warmup_settings(wildcards):

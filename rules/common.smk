@@ -35,6 +35,12 @@ def derive_inputs(wildcards):
     return inputs
 
 
+# What a GPU job trains or runs, by the name of its rule (a function of the job's wildcards giving its model's config
+# entry and where in the config that entry is). Each track adds its rules; profiles/slurm asks for such a job's
+# GPUs, memory, runtime and partition by the model's size class (`by_size(...)`, docs/slurm.md).
+MODEL_OF_RULE = {}
+
+
 def all_targets():
     targets = report_files() + segment_files() if config["models"] else []
     if LEXICAL:

@@ -4,6 +4,16 @@
 LEXICAL = config.get("lexical")
 
 
+def lexical_model_of(wildcards):
+    """The classifier a job trains or runs, and its place in the config (MODEL_OF_RULE)."""
+    return LEXICAL["models"][wildcards.model], f"lexical.models.{wildcards.model}"
+
+
+MODEL_OF_RULE.update(
+    dict.fromkeys(("lexical_train", "lexical_predict"), lexical_model_of)
+)
+
+
 def lexical_split(dataset, key):
     """The train or test split file of a lexical dataset."""
     return split_file(dataset, LEXICAL["datasets"][dataset][key])

@@ -16,6 +16,21 @@ SPURIOUS_REPORT = [
 ]
 
 
+def spurious_model_of(wildcards):
+    """The model a job trains or prompts, and its place in the config (MODEL_OF_RULE)."""
+    return (
+        SPURIOUSBENCH["models"][wildcards.model],
+        f"spuriousbench.models.{wildcards.model}",
+    )
+
+
+MODEL_OF_RULE.update(
+    dict.fromkeys(
+        ("spurious_train", "spurious_predict", "spurious_icl"), spurious_model_of
+    )
+)
+
+
 def spurious_features(dataset, key="features"):
     """(category, value) path parts of a dataset's built ('features') or trained ('train_features') features."""
     return [

@@ -243,14 +243,40 @@ def tfidf_reference_input(wildcards):
     return {"tfidf_reference": split_file(ref["dataset"], ref["split"])} if ref else {}
 
 
-def model_config(wildcards):
-    """The config of the model that a job works on: by its model wildcard, or by the first part of its run."""
-    name = (
+def model_name(wildcards):
+    """The model that a job works on: its model wildcard, or the first part of its run."""
+    return (
         wildcards.model
         if "model" in wildcards.keys()
         else parse_run(wildcards.run)["model"]
     )
-    return config["models"][name]
+
+
+def model_config(wildcards):
+    """The config of the model that a job works on."""
+    return config["models"][model_name(wildcards)]
+
+
+def thinktwice_model_of(wildcards):
+    """The QA model a job trains or runs, and its place in the config (MODEL_OF_RULE)."""
+    return model_config(wildcards), f"models.{model_name(wildcards)}"
+
+
+MODEL_OF_RULE.update(
+    dict.fromkeys(
+        (
+            "train",
+            "predict",
+            "train_bias_model",
+            "feature_logits",
+            "train_plain",
+            "train_debiased",
+            "scale_search_train",
+            "scale_search_score",
+        ),
+        thinktwice_model_of,
+    )
+)
 
 
 # A run of a trained model (not an annotator): original or debiased/bias model.

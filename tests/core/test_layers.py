@@ -112,8 +112,11 @@ CONTRACT_NAMES = {
         "param_groups save_model_dir pad_multiple padded_width"
     ),
     "spurious.core.slurm": (
-        "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError"
+        "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
+        "apply_size_requests size_table"
     ),
+    "spurious.core.sizes": "model_size ModelSize ModelSizeError KNOWN CLASS_LIMITS",
+    "spurious.core.plan": "planned_jobs PlannedJob workflow_root PlanError estimate markdown as_json",
     "spurious.core.engine": "train TrainResult step_counts run_summary launch needs_launch job_settings",
     "spurious.core.classifier": "train_classifier predict_classifier bitfit",
     "spurious.core.prompt": "PromptSpec PAPER_PROMPTS label_word_ids encode_prompts PromptClassifier load_masked_lm",

@@ -1,8 +1,23 @@
-"""The SLURM start-up check's pure parts: sinfo parsing and the verdict on a request (the real cluster: tests/slurm)."""
+"""The SLURM start-up check's pure parts: sinfo parsing and the verdict on a request (the real cluster: tests/slurm);
+the requests per model as Snakemake resolves them from the shipped profile."""
 
 from __future__ import annotations
 
-from spurious.core.slurm import Node, Request, _gpus, _minutes, check_requests, parse_sinfo, unmet
+import pytest
+import yaml
+
+from spurious.core.slurm import (
+    Node,
+    Request,
+    SlurmRequestError,
+    _gpus,
+    _minutes,
+    check_requests,
+    parse_sinfo,
+    size_table,
+    unmet,
+)
+from tests.conftest import REPO
 
 # `sinfo -h -N -o '%N|%P|%c|%m|%G|%l'` of a small cluster: two CPU nodes, one with 4 A100s in a 2-day partition.
 SINFO = """\
@@ -76,3 +91,61 @@ def test_group_advice_points_at_the_group_width():
     msg = unmet(group, parse_sinfo(SINFO))
     assert "lower `cores`" in msg and "BIAS_SEARCH_MEM_MB" in msg
     assert check_requests([group, _request()], parse_sinfo(SINFO)) == [msg]
+
+
+# ---------------------------------------------------------------------------------------------------- per model
+
+def test_by_size_values_are_read_as_literals_per_class():
+    assert size_table("by_size(bilstm=4, small=4, base=8, large='gpu-80g', xl=8)") == {
+        "bilstm": 4, "small": 4, "base": 8, "large": "gpu-80g", "xl": 8}
+    assert size_table(8) is None and size_table("2 if wildcards.model == 'x' else 1") is None
+    with pytest.raises(SlurmRequestError, match=r"names unknown size classes \['huge'\]"):
+        size_table("by_size(small=1, huge=2)", "set-resources: train: gpu")
+    with pytest.raises(SlurmRequestError, match="not by_size"):
+        size_table("by_size(small=threads * 2)", "set-resources: train: mem_mb")
+
+
+def _lexical_requests(tmp_path, config=None, profile=REPO / "profiles" / "slurm"):
+    """lexical_train's resources per (model, dataset) as Snakemake resolves them for configs/paper-lexical.yaml."""
+    from spurious.core.plan import planned_jobs
+
+    cfg = tmp_path / "paper-lexical.yaml"
+    cfg.write_text(yaml.safe_dump(config or yaml.safe_load((REPO / "configs" / "paper-lexical.yaml").read_text())))
+    _, jobs = planned_jobs([cfg], profile, tmp_path / "work")
+    keys = ("gpu", "cpus_per_gpu", "mem_mb", "runtime", "slurm_partition")
+    return {(j.wildcards["model"], j.wildcards["dataset"]): ({k: j.resources[k] for k in keys}, j.threads)
+            for j in jobs if j.rule == "lexical_train"}
+
+
+def test_the_bilstm_control_asks_for_a_small_job_roberta_large_for_a_large_one(tmp_path):
+    requests = _lexical_requests(tmp_path)
+    bilstm, large = requests[("bilstm", "snli")], requests[("roberta_large", "snli")]
+    assert bilstm == ({"gpu": 1, "cpus_per_gpu": 4, "mem_mb": 16000, "runtime": 240, "slurm_partition": "gpu"}, 4)
+    assert large == ({"gpu": 2, "cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 1440, "slurm_partition": "gpu"}, 8)
+    # every dataset's jobs ask by their model alone
+    assert all(r == (bilstm if model == "bilstm" else large) for (model, _), r in requests.items())
+
+
+def test_size_class_in_the_config_overrides_the_checkpoints(tmp_path):
+    config = yaml.safe_load((REPO / "configs" / "paper-lexical.yaml").read_text())
+    config["lexical"]["models"]["roberta_large"]["size_class"] = "base"
+    requests = _lexical_requests(tmp_path, config)
+    assert requests[("roberta_large", "qqp")] == (
+        {"gpu": 1, "cpus_per_gpu": 8, "mem_mb": 32000, "runtime": 720, "slurm_partition": "gpu"}, 8)
+
+
+def test_a_class_the_profile_does_not_give_and_a_rule_without_a_model_fail_naming_the_setting(tmp_path):
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    profile["set-resources"]["lexical_train"]["mem_mb"] = "by_size(large=64000)"
+    (tmp_path / "p1").mkdir()
+    (tmp_path / "p1" / "config.yaml").write_text(yaml.safe_dump(profile))
+    with pytest.raises(Exception, match=r"set-resources: lexical_train: mem_mb = by_size\(\.\.\.\) gives no value for "
+                                        r"size class 'bilstm', the class of lexical\.models\.bilstm"):
+        _lexical_requests(tmp_path, profile=tmp_path / "p1")
+    profile["set-resources"]["lexical_train"]["mem_mb"] = 64000
+    profile["set-resources"]["lexical_reweight"]["mem_mb"] = "by_size(small=1000, large=2000)"
+    (tmp_path / "p2").mkdir()
+    (tmp_path / "p2" / "config.yaml").write_text(yaml.safe_dump(profile))
+    with pytest.raises(SlurmRequestError, match="set-resources: lexical_reweight: mem_mb is given per size class, but "
+                                                "rule lexical_reweight trains or runs no model"):
+        _lexical_requests(tmp_path, profile=tmp_path / "p2")

@@ -4,8 +4,9 @@ The tiny workflow of tests/core/test_workflow.py runs through `--workflow-profil
 test-only flags are the status command and the status-check interval (TEST_ONLY_FLAGS: the cluster has no accounting
 database, so `squeue` instead of `sacct`, and a 2 s first check instead of 40 s). While it runs, its training job is
 cancelled with `scancel` once it has saved a checkpoint: the failure must be reported with SLURM's state and the
-retry (the profile's `retries: 1`) must resume from that checkpoint. Then: each group job's request as SLURM recorded
-it, a deliberately oversized request failing before any submission, and the paper config's planned group jobs.
+retry (the profile's `retries: 1`) must resume from that checkpoint. Then: each group job's and the training job's
+request as SLURM recorded it (the latter by its model's size class), a deliberately oversized request failing before
+any submission, the paper config's planned group jobs, and paper-lexical's requests per model.
 
 Skipped unless SPURIOUS_SLURM_CLUSTER names a running cluster's folder (tests/slurm/run.sh sets it).
 """
@@ -149,6 +150,16 @@ def test_group_jobs_ask_for_what_their_members_need(cluster_run):
         assert g["TimeLimit"] == "00:15:00", g  # one layer of one search's runtime
 
 
+def test_the_training_job_asks_for_its_models_size_class(cluster_run):
+    # MiniLM is in the profile's small class: by_size(...) gives it 4 CPUs for its GPU, 16 GB and 2 hours, as
+    # sbatch submitted it (the submitting host and the job evaluate the same request)
+    train = [j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")]
+    assert train, cluster_run["log"][-4000:]
+    for job in train:
+        assert (job["NumCPUs"], job["MinMemoryNode"], job["TimeLimit"]) == ("4", "16000M", "02:00:00"), job
+        assert job["Partition"] == "gpu" and "gres/gpu=1" in job.get("TRES", ""), job
+
+
 def test_a_request_no_node_can_meet_fails_before_any_submission(cluster_run, tmp_path):
     cfg = cluster_run["cfg"]
     before = {j["JobId"] for j in _jobs()}
@@ -180,16 +191,20 @@ def test_the_default_status_command_without_accounting_fails_at_once(cluster_run
     assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
 
 
-def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
-    # The plan as the slurm executor computes it (Snakemake's layered group resources, the plugin's CPU rule),
-    # written before the first submission and nothing submitted (SPURIOUS_SLURM_PLAN).
+def _slurm_plan(tmp_path, config: str) -> dict:
+    """The plan of a paper config as the slurm executor computes it (Snakemake's layered group resources, the
+    plugin's CPU rule), written before the first submission, with nothing submitted (SPURIOUS_SLURM_PLAN)."""
     plan = tmp_path / "plan.json"
     env = _env() | {"SPURIOUS_SLURM_PLAN": str(plan)}
     before = {j["JobId"] for j in _jobs()}
-    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / "paper-squad.yaml")), 240, env)
+    proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / config)), 240, env)
     assert proc.returncode != 0 and plan.exists(), proc.stdout[-4000:]
     assert {j["JobId"] for j in _jobs()} == before
-    payload = json.loads(plan.read_text())
+    return json.loads(plan.read_text())
+
+
+def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
+    payload = _slurm_plan(tmp_path, "paper-squad.yaml")
     groups = [r for r in payload["requests"] if r["group"]]
     assert len(groups) == 31  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4 at App. C (4)
     for g in groups:
@@ -197,3 +212,18 @@ def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tm
         assert g["cpus"] == min(g["members"], PROFILE_CORES) and g["mem_mb"] == g["cpus"] * SEARCH_MEM_MB, g
     assert max(g["members"] for g in groups) > PROFILE_CORES  # some groups run their searches in several layers
     assert payload["problems"] == [], payload["problems"]  # on the profile-shaped node every job fits
+
+
+def test_the_lexical_configs_requests_follow_each_model(cluster_run, tmp_path):
+    # paper-lexical's classifiers ask by size class: the BiLSTM control a small job, RoBERTa-large two GPUs, which
+    # this one-GPU node cannot give: the start-up check names exactly those jobs, and nothing is submitted.
+    payload = _slurm_plan(tmp_path, "paper-lexical.yaml")
+    train = [r for r in payload["requests"] if r["rules"] == ["lexical_train"]]
+    bilstm = [r for r in train if "model=bilstm" in r["label"]]
+    large = [r for r in train if "model=roberta_large" in r["label"]]
+    assert len(bilstm) == 6 and len(large) == 18  # 3 datasets with a test split x weightings x seeds
+    assert {(r["cpus"], r["mem_mb"], r["gpus"], r["runtime_min"]) for r in bilstm} == {(4, 16000, 1, 240)}
+    assert {(r["cpus"], r["mem_mb"], r["gpus"], r["runtime_min"]) for r in large} == {(16, 64000, 2, 1440)}
+    assert all(r["unmet"] is None for r in bilstm)
+    assert all("asks for 16 CPUs, 64000 MB, 2 GPUs" in r["unmet"] and "(GPUs)" in r["unmet"] for r in large)
+    assert len(payload["problems"]) == 18 and all("roberta_large" in p for p in payload["problems"])

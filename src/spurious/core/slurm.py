@@ -7,18 +7,26 @@ request the way snakemake-executor-plugin-slurm builds its ``sbatch`` line (grou
 group resources), reads the nodes from ``sinfo`` and fails at once, naming the rule, its request, the largest node
 of its partition and the setting to change. ``SPURIOUS_SLURM_PLAN=FILE`` writes the requests and the verdicts as
 JSON and stops before submitting anything (``spurious slurm-check``).
+
+``apply_size_requests`` (called by the Snakefile) lets the profile ask per size class of the model a job trains or
+runs: a resource written ``by_size(bilstm=..., small=..., base=..., large=..., xl=...)`` becomes the value for the
+job's model (``spurious.core.sizes``), so the BiLSTM control and RoBERTa-large of one rule ask for different jobs.
 """
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import re
 import shutil
 import subprocess
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
+
+from spurious.core.sizes import SIZE_CLASSES, model_size
 
 PLAN_ENV = "SPURIOUS_SLURM_PLAN"
 PROFILE_FILE = "profiles/slurm/config.yaml"
@@ -54,6 +62,77 @@ class Request:
     runtime_min: int | None
     group: str | None = None
     members: int = 1
+
+
+# ---------------------------------------------------------------------------------------------------- per size class
+
+SIZE_FUNCTION = "by_size"
+# what a model rule tells apply_size_requests: the model spec of a job (checkpoint, init, size_class) and where in
+# the config it is (for messages), from the job's wildcards
+ModelOf = Callable[[Any], tuple[Mapping[str, Any], str]]
+
+
+def size_table(raw: Any, where: str = "a resource") -> dict[str, Any] | None:
+    """The per-class values of a profile value written ``by_size(small=..., base=..., ...)``; None for any other.
+
+    Values are literals (numbers or strings); every class a job can have must be given, which the job's own lookup
+    checks (``apply_size_requests``)."""
+    if not isinstance(raw, str) or not raw.strip().startswith(SIZE_FUNCTION + "("):
+        return None
+    try:
+        call = ast.parse(raw.strip(), mode="eval").body
+        if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and not call.args):
+            raise ValueError("only keyword arguments")
+        table = {kw.arg: ast.literal_eval(kw.value) for kw in call.keywords}
+    except (SyntaxError, ValueError) as err:
+        raise SlurmRequestError(
+            f"{PROFILE_FILE}: {where} = {raw!r} is not by_size(class=value, ...) with literal values ({err})"
+        ) from None
+    unknown = sorted(set(table) - set(SIZE_CLASSES))
+    if None in table or unknown:
+        raise SlurmRequestError(
+            f"{PROFILE_FILE}: {where} = {raw!r} names unknown size classes {unknown}; the classes are "
+            f"{', '.join(SIZE_CLASSES)}"
+        )
+    return table
+
+
+def _per_size(setting: str, table: dict[str, Any], model_of: ModelOf) -> Callable[[Any], Any]:
+    def value(wildcards: Any) -> Any:
+        spec, where = model_of(wildcards)
+        size = model_size(spec, where).size_class
+        if size not in table:
+            raise SlurmRequestError(
+                f"{PROFILE_FILE}: {setting} = {SIZE_FUNCTION}(...) gives no value for size class {size!r}, the class "
+                f"of {where} ({spec.get('checkpoint') or spec.get('init')}); add {size}=... there"
+            )
+        return table[size]
+
+    return value
+
+
+def apply_size_requests(workflow: Any, model_of_rule: Mapping[str, ModelOf]) -> None:
+    """Turn every ``by_size(...)`` resource and thread count of the profile into a per-job value.
+
+    ``model_of_rule`` maps each rule that trains or runs a model to the function that finds a job's model; a
+    ``by_size`` value on any other rule is an error naming it. Snakemake evaluates the returned functions per job, on
+    the submitting host and again inside the job, so both see the same request.
+    """
+    from snakemake.resources import Resource
+
+    for rule in workflow.rules:
+        for name, resource in list(rule.resources.items()):
+            setting = f"set-threads: {rule.name}" if name == "_cores" else f"set-resources: {rule.name}: {name}"
+            table = size_table(resource.raw, setting)
+            if table is None:
+                continue
+            if rule.name not in model_of_rule:
+                raise SlurmRequestError(
+                    f"{PROFILE_FILE}: {setting} is given per size class, but rule {rule.name} trains or runs no "
+                    f"model; give it one value (the rules with a model: {', '.join(sorted(model_of_rule))})"
+                )
+            value = _per_size(setting, table, model_of_rule[rule.name])
+            rule.resources[name] = Resource(name, value, raw=resource.raw)
 
 
 # ---------------------------------------------------------------------------------------------------- sinfo

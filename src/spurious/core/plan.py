@@ -1,0 +1,849 @@
+"""What a config will cost before it is submitted: ``spurious plan`` (docs/paper-configs.md).
+
+Snakemake plans the job graph of the config exactly as a run would (the same Snakefile, the workflow profile's
+resources, nothing executed, no cluster and no network needed); every planned job then gets an estimate:
+
+- **GPU jobs** (those whose resources ask for a GPU): steps × seconds per step, plus the forward passes of their
+  evaluations or predictions, plus a start-up. A step's seconds come from the nearest model measured on a GPU
+  (:data:`GPU_STEPS`: MiniLM and BERT-base training steps on an H200) by the larger of two scalings:
+  ``s/step = s_ref × max(L / L_ref, (N / N_ref) × (T / T_ref))``, with L the layers, N the non-embedding parameters
+  and T = batch × gradient accumulation × max_length the padded tokens of a step (every batch counted padded to
+  max_length: an upper bound). The first is a step that leaves the card partly idle, whose time its kernels set, one
+  set per layer: the two measurements show it (MiniLM, 6 layers, 19 ms; BERT-base, 12 layers, 35 ms; BERT-base took
+  the same 35 ms for 5.7k and for 11.1k tokens a step); the second a step that fills the card. A forward-only token
+  costs a third of a training token (``s_ref / T_ref × N / N_ref / 3``). GPU-hours = seconds × GPUs of the job (N
+  GPUs are assumed to scale perfectly: the same GPU-hours, 1/N of the time).
+- **CPU jobs**: seconds per job from a measurement where one exists (:data:`CPU_MEASURED`: the heuristics and the
+  threshold search from ``make bench``), else a stated per-rule estimate (:data:`CPU_ASSUMED`), times the job's
+  threads. A job that trains or runs a model without a GPU (a profile without GPU requests, e.g. profiles/local) is
+  counted like a GPU job from the measured CPU step (:data:`CPU_STEP`), in proportion to parameters × tokens.
+- **Steps** come from each training job's settings: ``max_steps`` where set (a cap where early stopping may end a run
+  sooner), else ``epochs × ceil(rows / (batch × accumulation))``. Rows are known before anything is downloaded only
+  for the hub datasets' published split sizes (:data:`SPLIT_ROWS`), the mirror's files and the configured sizes
+  (subsets, SpuriousBench's train/dev sizes, AFLite's n); everything else (a debiasing segment, a tau-stopped AFLite
+  set) is bounded by the split it comes from, and the table says so.
+- **Memory** per job is what its resources ask for (mem_mb, the workflow profile's request) and the GPU memory of the
+  model's state (training: weights, gradients and two AdamW moments in fp32, 16 bytes a parameter; inference: the
+  weights, 4 bytes; activations come on top). **Disk**: models (4 bytes a parameter), the resumable checkpoints while
+  a job runs (12 bytes a parameter: weights and optimizer state), logits, embeddings and parquet files.
+
+Every number carries its basis (which measurement, on which card, or which assumption) into the output.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import os
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from spurious.core.sizes import ModelSize, architecture, model_size
+
+# ---------------------------------------------------------------------------------------------------- measurements
+
+
+@dataclass(frozen=True)
+class StepMeasurement:
+    """One measured training step on a GPU (the second of two timed passes, bf16, the project's training loop)."""
+
+    model: str
+    non_embedding: int
+    layers: int
+    tokens_per_step: float  # padded tokens: batch × mean padded width
+    seconds_per_step: float
+    card: str
+    source: str
+
+    def label(self) -> str:
+        return (f"{self.model}: {self.seconds_per_step * 1000:.1f} ms/step at {self.tokens_per_step:,.0f} tokens/step, "
+                f"{self.card} ({self.source})")
+
+
+# ../shared/gpu/h200-2026-11-26/ (commit c644597; torch 2.11.0+cu130, transformers 5.17.0): `ours_random`, the
+# schema's default order (group_by_length false), of benchmarks/bench_train_loop.py. tests/core/test_plan.py checks
+# these numbers against the files where ../shared is present.
+GPU_STEPS = {
+    "small": StepMeasurement("MiniLM-L6 QA, batch 16, max_length 256", 10_646_784, 6, 16 * 254.72, 0.019151170360000833,
+                             "NVIDIA H200", "h200-2026-11-26/bench_minilm.json"),
+    "base": StepMeasurement("BERT-base QA, batch 32, max_length 384", 85_054_464, 12, 32 * 348.0, 0.03464525790624862,
+                            "NVIDIA H200", "h200-2026-11-26/bench_bertbase.json"),
+}
+# A training step on the CPU (docs/measured-results.md, "Width buckets on CPU": MiniLM QA, batch 16, max_length 256,
+# exact widths, mean width 155, fused AdamW, 2 cores: 1.8 s a step, the mean of two rounds), in CPU-seconds (× 2
+# cores). A CPU has no idle capacity to hide a step in: every size scales by parameters × tokens.
+CPU_STEP = StepMeasurement("MiniLM-L6 QA, batch 16, max_length 256, exact widths", 10_646_784, 6, 16 * 155.0,
+                           2 * 1.8, "2 CPU cores", "docs/measured-results.md, width buckets on CPU; CPU-seconds")
+# the model a size class is counted as when a config names only the class of a checkpoint unknown offline
+CLASS_MODELS = {"small": "embedded:all-MiniLM-L6-v2", "base": "bert-base-uncased", "large": "roberta-large",
+                "xl": "EleutherAI/pythia-12b"}
+# A model at or below this many non-embedding parameters is nearer MiniLM than BERT-base (their geometric mean).
+NEAREST_SPLIT = math.sqrt(GPU_STEPS["small"].non_embedding * GPU_STEPS["base"].non_embedding)
+FORWARD_SHARE = 1 / 3  # a forward pass is about a third of a forward and backward pass
+GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and the model onto the card
+CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
+DISK_BYTES_PER_S = 1e9  # assumed: reading model weights (beyond the start-up) and writing checkpoints
+
+# CPU measurements on 2 cores (docs/measured-results.md, `make bench`): CPU-seconds per row (wall time × 2 cores).
+CPU_MEASURED = {
+    "heuristics": (2 * 27.5 / 10_570, "the seven heuristics on SQuAD dev: 27.5 s for 10,570 questions on 2 cores "
+                                      "(make bench, docs/measured-results.md)"),
+    "bias": (0.32 / 7, "one threshold search on SQuAD dev: 0.32 s for seven (make bench, docs/measured-results.md)"),
+}
+CPU_MEASURED["human_bias"] = CPU_MEASURED["bias_fixed_threshold"] = CPU_MEASURED["bias"]
+# CPU seconds per job where nothing was measured (assumptions, stated in the output)
+CPU_ASSUMED = {
+    "download": 300.0,
+    "derive_splits": 60.0,
+    "subset": 30.0,
+    "segments": 30.0,
+    "human_predictions": 30.0,
+    "report_tables": 60.0,
+    "debias_report": 120.0,
+    "figure4_report": 60.0,
+    "scale_search_choice": 5.0,
+    "lexical_features": 600.0,
+    "lexical_bigrams": 300.0,
+    "lexical_balance": 120.0,
+    "lexical_permutation": 30.0,
+    "lexical_report": 120.0,
+    "aflite_synthetic": 120.0,
+    "aflite_synthetic_report": 60.0,
+    "aflite_warmup_split": 60.0,
+    "aflite_training_sets": 60.0,
+    "aflite_variant_training_sets": 60.0,
+    "aflite_text_report": 120.0,
+    "aflite_ood_report": 60.0,
+    "spurious_pools": 300.0,
+    "spurious_build": 120.0,
+    "spurious_report": 300.0,
+}
+
+# GPU seconds per job (after the start-up) of GPU rules without a model of their work (assumptions)
+GPU_ASSUMED = {"lexical_reweight": 120.0, "audit": 600.0}
+
+# Rows of the hub splits the paper configs read (the datasets' cards, `dataset_info.splits.num_examples`; SNLI's
+# counts without its unlabeled rows, which the loader drops), keyed by (name, config, split, subset).
+SPLIT_ROWS: dict[tuple[str, str | None, str, str | None], int] = {
+    ("rajpurkar/squad", None, "train", None): 87_599,
+    ("rajpurkar/squad", None, "validation", None): 10_570,
+    ("UCLNLP/adversarial_qa", "adversarialQA", "train", None): 30_000,
+    ("UCLNLP/adversarial_qa", "adversarialQA", "validation", None): 3_000,
+    ("mrqa-workshop/mrqa", None, "train", "NaturalQuestionsShort"): 104_071,
+    ("mrqa-workshop/mrqa", None, "validation", "NaturalQuestionsShort"): 12_836,
+    ("mrqa-workshop/mrqa", None, "train", "TriviaQA-web"): 61_688,
+    ("mrqa-workshop/mrqa", None, "validation", "TriviaQA-web"): 7_785,
+    ("stanfordnlp/snli", None, "train", None): 549_367,
+    ("stanfordnlp/snli", None, "validation", None): 9_842,
+    ("stanfordnlp/snli", None, "test", None): 9_824,
+    ("nyu-mll/glue", "mnli", "train", None): 392_702,
+    ("nyu-mll/glue", "mnli", "validation_matched", None): 9_815,
+    ("nyu-mll/glue", "qnli", "train", None): 104_743,
+    ("nyu-mll/glue", "qnli", "validation", None): 5_463,
+    ("nyu-mll/glue", "qqp", "train", None): 363_846,
+    ("nyu-mll/glue", "qqp", "validation", None): 40_430,
+    ("nyu-mll/glue", "sst2", "train", None): 67_349,
+    ("nyu-mll/glue", "sst2", "validation", None): 872,
+    ("facebook/anli", None, "train_r1", None): 16_946,
+    ("facebook/anli", None, "test_r1", None): 1_000,
+    ("facebook/anli", None, "train_r2", None): 45_460,
+    ("facebook/anli", None, "test_r2", None): 1_000,
+    ("facebook/anli", None, "train_r3", None): 100_459,
+    ("facebook/anli", None, "test_r3", None): 1_200,
+    # the stress tests' dataset_infos.json
+    ("pietrolesci/stress_tests_nli", None, "antonym", None): 1_561,
+    ("pietrolesci/stress_tests_nli", None, "numerical_reasoning", None): 7_596,
+    ("pietrolesci/stress_tests_nli", None, "word_overlap", None): 9_832,
+    ("pietrolesci/stress_tests_nli", None, "negation", None): 9_832,
+    ("pietrolesci/stress_tests_nli", None, "length_mismatch", None): 9_815,
+    ("pietrolesci/stress_tests_nli", None, "spelling_error", None): 9_137,
+}
+# The files the paper configs read from the data mirror (counted from the files) or from a path (HANS's evaluation
+# set and the GLUE diagnostics as their authors publish them; docs/hub-datasets.md)
+FILE_ROWS = {
+    "squad_v1.1/dev-v1.1.json.gz": 10_570,
+    "qnli/validation/0000.parquet": 5_463,
+    "sst2/train.tsv.gz": 67_349,
+    "sst2/dev.tsv": 872,
+    "data/hans/heuristics_evaluation_set.txt": 30_000,
+    "data/glue_diagnostics/diagnostic-full.tsv": 1_104,
+}
+# QA windows per question at max_length 384 / stride 128: measured on SQuAD v1.1 dev (10,784 windows of 10,570
+# questions with the MiniLM tokenizer); MRQA's contexts run to 800 tokens, up to 3 windows (a bound, not measured).
+WINDOWS_PER_QUESTION = 1.02
+MRQA_WINDOWS_PER_QUESTION = 3.0
+ROW_BYTES = {"qa": 1_000, "classification": 200}  # assumed parquet bytes per row
+PREDICTION_ROW_BYTES = 100  # assumed
+ICL_TOKENS_PER_EXAMPLE = {"sst2": 32, "mnli": 64}  # assumed prompt tokens per demonstration or query
+
+
+@dataclass(frozen=True)
+class Rows:
+    """A row count and how it is known: 'known' (published or configured), 'estimate' or 'bound' (at most)."""
+
+    n: float
+    kind: str
+    basis: str
+
+    def scaled(self, factor: float, basis: str) -> Rows:
+        return Rows(self.n * factor, self.kind, f"{self.basis}; {basis}")
+
+
+def _worst(kinds: Iterable[str]) -> str:
+    order = ("known", "estimate", "bound", "unknown")
+    return max(kinds, key=order.index, default="known")
+
+
+def split_rows(config: Mapping[str, Any], dataset: str, split: str) -> Rows:
+    """The rows of a configured (dataset, split) before anything is downloaded."""
+    ds = config["datasets"][dataset]
+    subset = ds.get("subsets", {}).get(split)
+    if subset:
+        source = split_rows(config, dataset, subset["from"])
+        n = min(subset["max_examples"], source.n)
+        return Rows(n, source.kind if n == source.n else "known", f"{dataset}/{split}: a subset of {n:,.0f}")
+    derive = ds.get("derive")
+    if derive and split in ("train", "validation"):
+        source = split_rows(config, dataset, derive["from"])
+        share = derive.get("validation_fraction", 0.5)
+        share = share if split == "validation" else 1 - share
+        return Rows(source.n * share, _worst([source.kind, "estimate"]),
+                    f"{dataset}/{split}: {share:.0%} of {derive['from']} ({source.n:,.0f})")
+    spec = ds["splits"][split]
+    for key in ("mirror_path", "path"):
+        if spec.get(key) in FILE_ROWS:
+            return Rows(FILE_ROWS[spec[key]], "known", f"{dataset}/{split}: {FILE_ROWS[spec[key]]:,} rows ({spec[key]})")
+    hub = spec.get("hub") or {}
+    key = (hub.get("name"), hub.get("config"), hub.get("split"), hub.get("subset"))
+    if key in SPLIT_ROWS:
+        return Rows(SPLIT_ROWS[key], "known", f"{dataset}/{split}: {SPLIT_ROWS[key]:,} rows ({hub['name']} card)")
+    return Rows(10_000, "unknown", f"{dataset}/{split}: size not known before download (counted as 10,000)")
+
+
+def qa_windows(config: Mapping[str, Any], dataset: str, split: str) -> Rows:
+    rows = split_rows(config, dataset, split)
+    hub = (config["datasets"][dataset]["splits"].get(split) or {}).get("hub") or {}
+    if hub.get("subset"):
+        return Rows(rows.n * MRQA_WINDOWS_PER_QUESTION, _worst([rows.kind, "bound"]),
+                    f"{rows.basis} × {MRQA_WINDOWS_PER_QUESTION:g} windows (MRQA, a bound)")
+    return rows.scaled(WINDOWS_PER_QUESTION, f"× {WINDOWS_PER_QUESTION} windows (measured on SQuAD dev)")
+
+
+# ---------------------------------------------------------------------------------------------------- one job
+
+
+@dataclass
+class JobCost:
+    """The estimate of one planned job."""
+
+    rule: str
+    gpus: int = 0
+    threads: int = 1
+    mem_mb: int = 0
+    gpu_s: float = 0.0  # seconds of the job's GPUs together (GPU-seconds)
+    cpu_s: float = 0.0  # CPU-seconds of a CPU job
+    disk_bytes: float = 0.0  # kept outputs
+    scratch_bytes: float = 0.0  # checkpoints while it runs
+    gpu_state_bytes: float = 0.0
+    model: tuple[Mapping[str, Any], str] | None = None  # the model's config entry and where it is
+    kinds: set[str] = field(default_factory=set)
+    basis: list[str] = field(default_factory=list)
+
+
+def step_measurement(non_embedding: int) -> StepMeasurement:
+    """The nearest measured model: MiniLM up to :data:`NEAREST_SPLIT` non-embedding parameters, else BERT-base."""
+    return GPU_STEPS["small"] if non_embedding <= NEAREST_SPLIT else GPU_STEPS["base"]
+
+
+def seconds_per_step(non_embedding: int, layers: int, tokens_per_step: float, cpu: bool = False) -> float:
+    """On a GPU the larger of the reference step scaled by layers (a step the card runs below capacity takes a time
+    set by its kernels, one set per layer) and scaled by parameters × tokens (a step that fills the card); on the CPU
+    (CPU-seconds) the CPU step scaled by parameters × tokens."""
+    ref = CPU_STEP if cpu else step_measurement(non_embedding)
+    by_layers = 0.0 if cpu else layers / ref.layers
+    by_work = non_embedding / ref.non_embedding * tokens_per_step / ref.tokens_per_step
+    return ref.seconds_per_step * max(by_layers, by_work)
+
+
+def seconds_per_forward_token(non_embedding: int, cpu: bool = False) -> float:
+    ref = CPU_STEP if cpu else step_measurement(non_embedding)
+    return ref.seconds_per_step / ref.tokens_per_step * non_embedding / ref.non_embedding * FORWARD_SHARE
+
+
+def steps_of(settings: Mapping[str, Any], rows: Rows) -> tuple[float, str, str]:
+    """(steps, kind, basis) of a training job."""
+    per_step = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1)
+    if settings.get("max_steps"):
+        capped = settings.get("early_stopping_patience") is not None and settings.get("eval_every") is not None
+        kind = "bound" if capped else "known"
+        return settings["max_steps"], kind, f"max_steps {settings['max_steps']:,}" + (
+            " (a cap: early stopping may end it sooner)" if capped else "")
+    epochs = settings.get("epochs", 1)
+    steps = epochs * math.ceil(rows.n / per_step)
+    kind = _worst([rows.kind, "bound" if settings.get("early_stopping_patience") else "known"])
+    return steps, kind, f"{epochs:g} epochs × ceil({rows.n:,.0f} / {per_step}) ({rows.basis})"
+
+
+class Planner:
+    """Turns the planned jobs of one config into estimates (a job: rule, wildcards, params, resources)."""
+
+    def __init__(self, config: Mapping[str, Any]):
+        self.config = config
+        self.model_bases: dict[str, str] = {}
+
+    # -- models
+
+    def size(self, spec: Mapping[str, Any], where: str) -> ModelSize:
+        """The model's size; a checkpoint whose size is not known offline, but whose size_class the config names,
+        is counted as that class's model of the paper configs (:data:`CLASS_MODELS`)."""
+        size = model_size(spec, where)
+        if size.non_embedding_parameters is None and size.size_class != "bilstm":
+            stand_in = CLASS_MODELS[size.size_class]
+            self.model_bases[f"class {size.size_class}"] = (
+                f"{where} ({spec.get('checkpoint')}): not known offline, counted as {stand_in}, its size_class's model")
+            return model_size({"checkpoint": stand_in, "size_class": size.size_class}, where)
+        return size
+
+    # -- the estimate of one job
+
+    def job(self, job: PlannedJob) -> JobCost:
+        rule, wildcards, params, resources = job.rule, job.wildcards, job.params, job.resources
+        gpus = int(resources.get("gpu") or 0)
+        cost = JobCost(rule, gpus=gpus, threads=job.threads, mem_mb=int(resources.get("mem_mb") or 0), model=job.model)
+        estimator = GPU_ESTIMATORS.get(rule)
+        if estimator is not None and (gpus or rule != "aflite_filter"):
+            estimator(self, cost, wildcards, params)
+            if not gpus:  # a model trained or run on the job's CPUs: the same work at the CPU's rate
+                cost.cpu_s, cost.gpu_s = cost.gpu_s, 0.0
+        elif gpus:
+            seconds = GPU_ASSUMED.get(rule, 60.0)
+            cost.gpu_s = (GPU_JOB_STARTUP_S + seconds) * gpus
+            cost.kinds.add("estimate")
+            cost.basis.append(f"the start-up and {seconds:g} s a job (assumed)")
+        else:
+            self.cpu_job(cost, wildcards, params)
+        if rule == "download":
+            rows = split_rows(self.config, wildcards["dataset"], wildcards["split"])
+            task = self.config["datasets"][wildcards["dataset"]]["task"]
+            cost.disk_bytes += rows.n * ROW_BYTES[task]
+        return cost
+
+    def cpu_job(self, cost: JobCost, wildcards: Mapping[str, str], params: Mapping[str, Any]) -> None:
+        rule = cost.rule
+        if rule == "heuristics":
+            rows = split_rows(self.config, wildcards["dataset"], wildcards["split"])
+            per_row, basis = CPU_MEASURED[rule]
+            cost.cpu_s = CPU_JOB_STARTUP_S * cost.threads + rows.n * per_row
+            cost.kinds.add(rows.kind)
+            cost.basis.append(f"{basis}; {rows.basis}")
+        elif rule in CPU_MEASURED:
+            per_search, basis = CPU_MEASURED[rule]
+            cost.cpu_s = CPU_JOB_STARTUP_S + per_search
+            cost.basis.append(f"{basis}, and the start-up")
+        elif rule in CPU_ASSUMED:
+            cost.cpu_s = CPU_ASSUMED[rule] * max(cost.threads, 1)
+            cost.kinds.add("estimate")
+            cost.basis.append(f"{CPU_ASSUMED[rule]:g} s a job (assumed)")
+        else:
+            cost.cpu_s = 60.0
+            cost.kinds.add("estimate")
+            cost.basis.append("60 s a job (assumed)")
+
+    # -- pieces shared by the GPU estimators
+
+    def model(self, cost: JobCost) -> ModelSize:
+        if cost.model is None:
+            raise PlanError(f"rule {cost.rule} has no model in the workflow's MODEL_OF_RULE")
+        size = self.size(*cost.model)
+        if not cost.gpus:
+            self.model_bases["cpu"] = CPU_STEP.label()
+        elif size.size_class == "bilstm":
+            self.model_bases["bilstm"] = ("BiLSTM control: not measured on a GPU; counted as MiniLM's step scaled to "
+                                          "its 3 layers")
+        else:
+            ref = step_measurement(size.non_embedding_parameters)
+            self.model_bases[ref.source] = ref.label()
+        return size
+
+    def train(self, cost: JobCost, size: ModelSize, settings: Mapping[str, Any], rows: Rows,
+              eval_rows: float = 0.0, evals: float = 0.0, max_length: int | None = None) -> None:
+        steps, kind, basis = steps_of(settings, rows)
+        length = max_length or settings.get("max_length", 128)
+        tokens = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1) * length
+        n = size.non_embedding_parameters or 0
+        cpu = not cost.gpus
+        step_s = seconds_per_step(n, size.layers or 1, tokens, cpu)
+        cost.gpu_s += steps * step_s
+        if evals and eval_rows and n:
+            cost.gpu_s += evals * eval_rows * length * seconds_per_forward_token(n, cpu)
+            basis += f"; {evals:,.0f} evaluation{'s' if evals != 1 else ''} × {eval_rows:,.0f} rows"
+        params = size.parameters or 5_000_000  # the BiLSTM: a few million weights
+        saves = math.floor(steps / settings.get("checkpoint_every", steps or 1)) if steps else 0
+        cost.gpu_s += saves * 12 * params / DISK_BYTES_PER_S * max(cost.gpus, 1)
+        cost.kinds.add(kind)
+        cost.basis.append(f"{steps:,.0f} steps ({basis}) × {step_s * 1000:.1f} ms, {saves:,} checkpoints")
+        self.startup(cost, size)
+        cost.disk_bytes += 4 * params
+        cost.scratch_bytes += 12 * params
+        cost.gpu_state_bytes = 16 * params
+
+    def forward(self, cost: JobCost, size: ModelSize, rows: Rows, length: int, what: str) -> None:
+        n = size.non_embedding_parameters or 0
+        cost.gpu_s += rows.n * length * seconds_per_forward_token(n, not cost.gpus) if n else 0.0
+        cost.kinds.add(rows.kind)
+        cost.basis.append(f"{what}: {rows.n:,.0f} rows × {length} tokens forward ({rows.basis})")
+        self.startup(cost, size)
+        cost.gpu_state_bytes = 4 * (size.parameters or 5_000_000)
+
+    def startup(self, cost: JobCost, size: ModelSize) -> None:
+        load = 4 * (size.parameters or 0) / DISK_BYTES_PER_S
+        if cost.gpus:
+            cost.gpu_s += (GPU_JOB_STARTUP_S + load) * cost.gpus
+        else:
+            cost.gpu_s += (CPU_JOB_STARTUP_S + load) * max(cost.threads, 1)
+
+
+# ---------------------------------------------------------------------------------------------------- per rule
+
+def _settings(params: Mapping[str, Any]) -> dict[str, Any]:
+    return dict(params.get("settings") or {})
+
+
+def _qa_model_splits(p: Planner, name: str) -> tuple[dict[str, str], dict[str, str]]:
+    model = p.config["models"][name]
+    return model["train"], model["validation"]
+
+
+def _evaluations(settings: Mapping[str, Any], steps: float) -> float:
+    every = settings.get("eval_every")
+    return math.floor(steps / every) + 1 if isinstance(every, int) and every else 1
+
+
+def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """train, train_plain, train_debiased, scale_search_train, train_bias_model: QA fine-tuning with validation-loss
+    evaluations (a debiased run's rows are its training split's, which bounds any segment or resampled set)."""
+    size = p.model(cost)
+    settings = _settings(params)
+    train, validation = _qa_model_splits(p, w["model"])
+    debias = p.config.get("debias") or {}
+    if cost.rule != "train" and debias.get("train"):
+        train = debias["train"]
+    rows = qa_windows(p.config, train["dataset"], train["split"])
+    if cost.rule != "train":
+        rows = Rows(rows.n, _worst([rows.kind, "bound"]), f"at most {rows.basis}")
+    steps, _, _ = steps_of(settings, rows)
+    val = qa_windows(p.config, validation["dataset"], validation["split"])
+    eval_rows = min(val.n, (settings.get("eval_max_examples") or val.n) * WINDOWS_PER_QUESTION)
+    if cost.rule == "train_bias_model":
+        selection = (debias.get("bias_model") or {}).get("selection_max_examples")
+        eval_rows += 2 * min(val.n, selection or val.n)
+    p.train(cost, size, settings, rows, eval_rows=eval_rows, evals=_evaluations(settings, steps),
+            max_length=settings.get("max_length", 384))
+
+
+def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """predict, feature_logits, scale_search_score: every window of a split through the model."""
+    size = p.model(cost)
+    settings = _settings(params)
+    length = settings.get("max_length", 384)
+    if cost.rule == "scale_search_score":
+        _, validation = _qa_model_splits(p, w["model"])
+        rows = qa_windows(p.config, validation["dataset"], validation["split"])
+        limit = params.get("max_examples")
+        if limit:
+            rows = Rows(min(rows.n, limit * WINDOWS_PER_QUESTION), rows.kind, f"{rows.basis}, at most {limit:,}")
+    else:
+        rows = qa_windows(p.config, w["dataset"], w["split"])
+    p.forward(cost, size, rows, length, cost.rule)
+    if cost.rule == "feature_logits":
+        cost.disk_bytes += rows.n * length * 2 * 4  # start and end logits, float32
+    else:
+        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
+
+
+def _lexical_split(p: Planner, dataset: str, key: str) -> Rows:
+    return split_rows(p.config, dataset, p.config["lexical"]["datasets"][dataset][key])
+
+
+def _est_lexical_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    size = p.model(cost)
+    settings = _settings(params)
+    rows = _lexical_split(p, w["dataset"], "train")
+    p.train(cost, size, settings, rows, max_length=settings.get("max_length", settings.get("max_tokens", 128)))
+
+
+def _est_lexical_predict(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    size = p.model(cost)
+    rows = _lexical_split(p, w["dataset"], "test")
+    p.forward(cost, size, rows, _settings(params).get("max_length", 128), "test split")
+    cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
+
+
+def _aflite_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
+    return p.config["aflite"]["text"]["datasets"][dataset]
+
+
+def _aflite_pool(p: Planner, dataset: str) -> Rows:
+    spec = _aflite_dataset(p, dataset)
+    train = split_rows(p.config, dataset, spec["train"])
+    rep = p.config["aflite"]["text"]["representation"]
+    if rep["source"] != "warmup":
+        return train
+    share = 1 - rep["warmup"]["fraction"]
+    return train.scaled(share, f"less the {rep['warmup']['fraction']:.0%} warm-up")
+
+
+def _aflite_train_set(p: Planner, dataset: str, train_set: str) -> Rows:
+    """D (the pool), or a filtered set's size: n where the filter sets it, else at most the pool."""
+    pool = _aflite_pool(p, dataset)
+    if train_set == "full":
+        return pool
+    variant = train_set.split("_", 1)[1] if "_" in train_set else ""
+    spec = _aflite_dataset(p, dataset)
+    settings = dict(spec["filter"], **(spec.get("filters", {}).get(variant) or {}))
+    if settings.get("n"):
+        return Rows(min(settings["n"], pool.n), "known", f"{dataset} filtered to n = {settings['n']:,}")
+    return Rows(pool.n, "bound", f"{dataset} filtered by tau: at most the pool ({pool.basis})")
+
+
+def _est_aflite(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    size = p.model(cost)
+    settings = _settings(params)
+    rule = cost.rule
+    if rule == "aflite_warmup":
+        spec = _aflite_dataset(p, w["dataset"])
+        fraction = p.config["aflite"]["text"]["representation"]["warmup"]["fraction"]
+        rows = split_rows(p.config, w["dataset"], spec["train"]).scaled(fraction, f"the {fraction:.0%} warm-up")
+        p.train(cost, size, settings, rows)
+    elif rule == "aflite_embed":
+        rep = params.get("representation") or {}
+        spec = _aflite_dataset(p, w["dataset"])
+        pool, dev = _aflite_pool(p, w["dataset"]), split_rows(p.config, w["dataset"], spec["dev"])
+        rows = Rows(pool.n + dev.n, _worst([pool.kind, dev.kind]), f"{pool.basis}, and {dev.basis}")
+        p.forward(cost, size, rows, rep.get("max_length", 128), "pool and dev set")
+        cost.disk_bytes += rows.n * _hidden(rep.get("checkpoint", "")) * 4
+    elif rule == "aflite_train_classifier":
+        p.train(cost, size, settings, _aflite_train_set(p, w["dataset"], w["train_set"]))
+    elif rule == "aflite_predict":
+        rows = split_rows(p.config, w["dataset"], _aflite_dataset(p, w["dataset"])["dev"])
+        p.forward(cost, size, rows, settings.get("max_length", 128), "dev set")
+    elif rule == "aflite_ood_finetune":
+        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
+        rows = split_rows(p.config, ood["dataset"], ood["finetune"]["split"])
+        p.train(cost, size, settings, rows)
+    elif rule == "aflite_ood_predict":
+        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
+        rows = split_rows(p.config, ood["dataset"], w["split"])
+        p.forward(cost, size, rows, settings.get("max_length", 128), f"{w['ood']}/{w['split']}")
+
+
+def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    """Algorithm 1: per iteration m logistic regressions; scaled from bench_aflite on the H200."""
+    spec = _aflite_dataset(p, w["dataset"])
+    settings = dict(spec["filter"], **(spec.get("filters", {}).get(w["variant"].removeprefix("_")) or {}))
+    pool = _aflite_pool(p, w["dataset"])
+    target = settings.get("n") or 0
+    iterations = math.ceil(max(pool.n - target, 0) / settings["k"])
+    hidden = _hidden(p.config["aflite"]["text"]["representation"].get("checkpoint", ""))
+    per_iteration = (AFLITE_ITERATION_S * pool.n / 100_000 * hidden / 384 * settings.get("m", 64) / 64
+                     * settings["t"] / 10_000)
+    cost.gpu_s = GPU_JOB_STARTUP_S + iterations * per_iteration
+    cost.kinds.add("bound")
+    cost.basis.append(f"at most {iterations} iterations × {per_iteration:.1f} s (bench_aflite on the H200: 0.11 s an "
+                      f"iteration at n 100k, d 384, m 64, t 10k; scaled by n × d × m × t)")
+    p.model_bases["bench_aflite"] = "AFLite iteration: 0.11 s at n 100k, d 384, m 64, t 10k, NVIDIA H200 " \
+                                    "(h200-2026-11-26/bench_aflite.json)"
+
+
+AFLITE_ITERATION_S = 0.11049867599999175
+
+
+def _hidden(checkpoint: str) -> int:
+    """The width of an encoder's representations (1024, RoBERTa-large's, where the checkpoint is not known)."""
+    arch = architecture(checkpoint)
+    return arch.hidden if arch else 1024
+
+
+def _spurious_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
+    return p.config["spuriousbench"]["datasets"][dataset]
+
+
+def _spurious_test_rows(p: Planner, dataset: str) -> Rows:
+    spec = _spurious_dataset(p, dataset)
+    if spec.get("test_size"):
+        return Rows(spec["test_size"], "known", f"test_size {spec['test_size']:,}")
+    source = spec.get("source") or dataset
+    return Rows(split_rows(p.config, source, spec["test"]).n, "bound", f"at most the {spec['test']} split")
+
+
+def _est_spurious(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
+    size = p.model(cost)
+    spec = _spurious_dataset(p, w["dataset"])
+    settings = _settings(params)
+    dev = Rows(spec["dev_size"], "known", f"dev_size {spec['dev_size']:,}")
+    if cost.rule == "spurious_train":
+        rows = Rows(spec["train_size"], "known", f"train_size {spec['train_size']:,}")
+        steps, _, _ = steps_of(settings, rows)
+        evals = settings.get("epochs", 1) if settings.get("eval_every") == "epoch" else _evaluations(settings, steps)
+        p.train(cost, size, settings, rows, eval_rows=dev.n, evals=evals)
+    elif cost.rule == "spurious_predict":
+        test = _spurious_test_rows(p, w["dataset"])
+        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
+        p.forward(cost, size, rows, settings.get("max_length", 128), "test and dev sets")
+        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
+    else:  # spurious_icl: every test and dev row after its demonstrations
+        icl = p.config["spuriousbench"]["models"][w["model"]]["icl"]
+        test = _spurious_test_rows(p, w["dataset"])
+        per_example = ICL_TOKENS_PER_EXAMPLE[spec["builder"]]
+        length = (icl["shots"] + 1) * per_example
+        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
+        p.forward(cost, size, rows, length, f"{icl['shots']} shots + the query, {per_example} tokens each (assumed)")
+        cost.gpu_state_bytes = 2 * (size.parameters or 0)  # bf16 weights
+        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
+
+
+GPU_ESTIMATORS = {
+    **dict.fromkeys(("train", "train_plain", "train_debiased", "scale_search_train", "train_bias_model"),
+                    _est_qa_train),
+    **dict.fromkeys(("predict", "feature_logits", "scale_search_score"), _est_qa_forward),
+    "lexical_train": _est_lexical_train,
+    "lexical_predict": _est_lexical_predict,
+    **dict.fromkeys(("aflite_warmup", "aflite_embed", "aflite_train_classifier", "aflite_predict",
+                     "aflite_ood_finetune", "aflite_ood_predict"), _est_aflite),
+    "aflite_filter": _est_aflite_filter,
+    **dict.fromkeys(("spurious_train", "spurious_predict", "spurious_icl"), _est_spurious),
+}
+
+
+# ---------------------------------------------------------------------------------------------------- the job graph
+
+
+class PlanError(RuntimeError):
+    """The plan cannot be made (no workflow checkout, a bad config, a profile Snakemake refuses)."""
+
+
+@dataclass(frozen=True)
+class PlannedJob:
+    """One job as Snakemake planned it, with the model it trains or runs (the workflow's MODEL_OF_RULE)."""
+
+    rule: str
+    wildcards: dict[str, str]
+    params: dict[str, Any]
+    resources: dict[str, Any]
+    threads: int
+    model: tuple[Mapping[str, Any], str] | None = None
+
+
+def workflow_root() -> Path:
+    """The checkout this package runs from (the Snakefile beside src/), or a PlanError saying how to get one."""
+    root = Path(__file__).resolve().parents[3]
+    if not (root / "Snakefile").is_file() or not (root / "rules").is_dir():
+        raise PlanError(
+            f"no workflow next to the installed package ({root} has no Snakefile and rules/): `spurious plan` plans "
+            "the workflow of a checkout; run it from a clone of the repository installed with `pip install -e .` "
+            "(`make install`)"
+        )
+    return root
+
+
+def _profile_settings(profile: Path | None) -> dict[str, Any]:
+    """ResourceSettings' arguments from a workflow profile's config.yaml, parsed as Snakemake parses it."""
+    from snakemake.cli import parse_set_resources, parse_set_threads
+    from snakemake.profiles import ProfileConfigFileParser
+    from snakemake.resources import Resources
+
+    if profile is None:
+        return {}
+    path = profile / "config.yaml" if profile.is_dir() else profile
+    with open(path) as fh:
+        parsed = ProfileConfigFileParser().parse(fh)
+    settings: dict[str, Any] = {}
+    if parsed.get("set-resources"):
+        settings["overwrite_resources"] = parse_set_resources(parsed["set-resources"])
+    if parsed.get("set-threads"):
+        settings["overwrite_threads"] = parse_set_threads(parsed["set-threads"])
+    if parsed.get("default-resources"):
+        settings["default_resources"] = Resources.parse(parsed["default-resources"], defaults="full",
+                                                        allow_expressions=True)
+    if parsed.get("cores"):
+        settings["max_threads"] = int(parsed["cores"])
+    return settings
+
+
+def planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path | None = None,
+                 targets: Iterable[str] = ()) -> tuple[dict[str, Any], list[PlannedJob]]:
+    """The validated config and every job Snakemake plans to run for it in ``workdir`` (a dry run: nothing runs,
+    nothing is submitted; jobs whose outputs are already there are not planned), for ``targets`` (files or rules;
+    none: the default target)."""
+    root = root or workflow_root()
+    workdir.mkdir(parents=True, exist_ok=True)
+    snakemake_log = logging.getLogger("snakemake.logging")  # its progress lines, not for the plan's reader
+    propagate, snakemake_log.propagate = snakemake_log.propagate, False
+    try:
+        return _planned_jobs(configfiles, profile, workdir, root, frozenset(targets))
+    finally:
+        snakemake_log.propagate = propagate
+
+
+def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path,
+                  targets: frozenset[str]) -> tuple[dict[str, Any], list[PlannedJob]]:
+    from snakemake.api import SnakemakeApi
+    from snakemake.settings.types import (
+        ConfigSettings,
+        DAGSettings,
+        OutputSettings,
+        Quietness,
+        ResourceSettings,
+        StorageSettings,
+    )
+
+    settings = _profile_settings(profile)
+    # the threads a job asks for, capped by the profile's `cores` as a run caps them
+    resource_settings = ResourceSettings(cores=settings.pop("max_threads", os.cpu_count() or 1), nodes=1, **settings)
+    with SnakemakeApi(OutputSettings(quiet={Quietness.ALL})) as api:
+        wf_api = api.workflow(
+            resource_settings=resource_settings,
+            config_settings=ConfigSettings(configfiles=[Path(c).resolve() for c in configfiles]),
+            storage_settings=StorageSettings(),
+            snakefile=root / "Snakefile",
+            workdir=workdir,
+        )
+        wf_api.dag(DAGSettings(targets=targets))
+        workflow = wf_api._workflow  # the job graph as printdag builds it
+        workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
+        workflow._build_dag()
+        config, model_of_rule = workflow.globals["config"], workflow.globals["MODEL_OF_RULE"]
+        jobs = [
+            PlannedJob(
+                rule=job.rule.name,
+                wildcards=dict(job.wildcards_dict),
+                params={k: v for k, v in job.params.items()},
+                resources={k: v for k, v in job.resources.items()},
+                threads=int(job.threads),
+                model=model_of_rule[job.rule.name](job.wildcards) if job.rule.name in model_of_rule else None,
+            )
+            for job in workflow.dag.needrun_jobs()
+            if job.rule.name != "all" and not job.rule.norun
+        ]
+    return config, jobs
+
+
+# ---------------------------------------------------------------------------------------------------- the summary
+
+
+@dataclass
+class RuleTotal:
+    rule: str
+    jobs: int = 0
+    gpu_jobs: int = 0
+    gpu_hours: float = 0.0
+    cpu_hours: float = 0.0
+    mem_mb: int = 0  # the largest request of one job
+    gpu_state_gb: float = 0.0  # the largest model state of one job on its GPUs
+    disk_gb: float = 0.0
+    scratch_gb: float = 0.0  # the largest checkpoint of one job while it runs
+    kind: str = "known"
+    basis: str = ""
+    longest_job_h: float = 0.0  # wall hours of its longest job (GPU-seconds / GPUs)
+
+
+def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob]) -> tuple[list[RuleTotal], dict[str, str]]:
+    """Per rule (in the order Snakemake planned them, most expensive job's basis kept) and the measurements used."""
+    planner = Planner(config)
+    totals: dict[str, RuleTotal] = {}
+    costliest: dict[str, float] = defaultdict(lambda: -1.0)
+    # in a fixed order (Snakemake's is a set's), so that among equal jobs the same one gives its rule's basis
+    for job in sorted(jobs, key=lambda j: (j.rule, list(j.wildcards.items()))):
+        cost = planner.job(job)
+        total = totals.setdefault(job.rule, RuleTotal(job.rule))
+        total.jobs += 1
+        total.gpu_jobs += bool(cost.gpus)
+        total.gpu_hours += cost.gpu_s / 3600
+        total.cpu_hours += cost.cpu_s / 3600
+        total.mem_mb = max(total.mem_mb, cost.mem_mb)
+        total.gpu_state_gb = max(total.gpu_state_gb, cost.gpu_state_bytes / 1e9)
+        total.disk_gb += cost.disk_bytes / 1e9
+        total.scratch_gb = max(total.scratch_gb, cost.scratch_bytes / 1e9)
+        total.kind = _worst([total.kind, *cost.kinds])
+        wall_h = (cost.gpu_s / max(cost.gpus, 1) if cost.gpus else cost.cpu_s / max(cost.threads, 1)) / 3600
+        total.longest_job_h = max(total.longest_job_h, wall_h)
+        if cost.gpu_s + cost.cpu_s > costliest[job.rule]:
+            costliest[job.rule] = cost.gpu_s + cost.cpu_s
+            where = ", ".join(f"{k}={v}" for k, v in job.wildcards.items())
+            total.basis = f"({where}) " + "; ".join(cost.basis) if where else "; ".join(cost.basis)
+    ordered = sorted(totals.values(), key=lambda r: (-r.gpu_hours, -r.cpu_hours, r.rule))
+    return ordered, dict(planner.model_bases)
+
+
+def _total(rules: list[RuleTotal]) -> RuleTotal:
+    total = RuleTotal("total")
+    for r in rules:
+        total.jobs += r.jobs
+        total.gpu_jobs += r.gpu_jobs
+        total.gpu_hours += r.gpu_hours
+        total.cpu_hours += r.cpu_hours
+        total.mem_mb = max(total.mem_mb, r.mem_mb)
+        total.gpu_state_gb = max(total.gpu_state_gb, r.gpu_state_gb)
+        total.disk_gb += r.disk_gb
+        total.scratch_gb = max(total.scratch_gb, r.scratch_gb)
+        total.kind = _worst([total.kind, r.kind])
+        total.longest_job_h = max(total.longest_job_h, r.longest_job_h)
+    return total
+
+
+FORMULA = (
+    "GPU-hours = steps × s/step + forward tokens × s/token + start-up, per job, summed; s/step = s_ref × max(L / "
+    "L_ref, (N / N_ref) × (T / T_ref)) and s/token = s_ref / T_ref × N / N_ref / 3, with L the layers, N the "
+    "non-embedding parameters, T the padded tokens per step (batch × accumulation × max_length: an upper bound) and "
+    "the reference the nearest measured model below (MiniLM up to 30M non-embedding parameters, else BERT-base); a "
+    "job on k GPUs is counted k × its time (perfect scaling assumed). Without a GPU the reference is the CPU step "
+    "(MiniLM, 3.6 CPU-seconds for 16 × 155 tokens on 2 cores) and s/step = s_ref × (N / N_ref) × (T / T_ref). "
+    "Start-up: "
+    f"{GPU_JOB_STARTUP_S:.0f} s a GPU job and the model's fp32 weights read at {DISK_BYTES_PER_S / 1e9:g} GB/s "
+    f"(each checkpoint, 12 bytes a parameter, written at that rate too), {CPU_JOB_STARTUP_S:.0f} s a CPU job "
+    "(assumed). CPU-hours: the CPU jobs only (a GPU job's CPUs come with its GPUs)."
+)
+UNCERTAINTY = (
+    "Nothing larger than BERT-base was measured: BERT-large and RoBERTa-large (24 layers, 3.6 × BERT-base's "
+    "non-embedding parameters), Pythia-1b (9.5 ×) and Pythia-12b (133 ×) are extrapolated from BERT-base, by layers "
+    "or by parameters × tokens, whichever gives more; a large model uses a card better than the BERT-base step did, "
+    "so their figures are more likely high than low, possibly by a factor of 2 to 3. Classification steps are counted "
+    "padded to max_length, at their widest. Other cards: multiply by the H200's speed over theirs (not measured "
+    "here). 'bound' rows are upper bounds (a max_steps cap with early stopping, a set of unknown size bounded by its "
+    "source); 'estimate' rows rest on a stated assumption; 'unknown' ones on a size guessed at 10,000 rows."
+)
+
+
+def _fmt(value: float, digits: int = 1) -> str:
+    if value == 0:
+        return "0"
+    return f"{value:,.{digits}f}" if value >= 10 ** -digits else f"< {10 ** -digits:g}"
+
+
+def markdown(name: str, rules: list[RuleTotal], bases: Mapping[str, str]) -> str:
+    """The plan as a Markdown table (per rule, then the total), the measurements it rests on and each rule's basis."""
+    head = ("| rule | jobs | GPU jobs | GPU-hours | CPU-hours | longest job (h) | memory per job (GB, requested) "
+            "| GPU memory per job (GB, model state) | disk (GB) | checkpoint while running (GB) | how known |")
+    lines = [f"### {name}", "", head, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    for r in [*rules, _total(rules)]:
+        bold = (lambda s: f"**{s}**") if r.rule == "total" else (lambda s: s)
+        lines.append(
+            f"| {bold(r.rule)} | {bold(f'{r.jobs:,}')} | {bold(f'{r.gpu_jobs:,}')} | {bold(_fmt(r.gpu_hours))} "
+            f"| {bold(_fmt(r.cpu_hours))} | {_fmt(r.longest_job_h)} | {_fmt(r.mem_mb / 1000, 0)} "
+            f"| {_fmt(r.gpu_state_gb)} | {bold(_fmt(r.disk_gb))} | {_fmt(r.scratch_gb)} | {r.kind} |"
+        )
+    lines += ["", "Measurements used:", ""]
+    lines += [f"- {text}" for text in sorted(bases.values())]
+    lines += ["", "Basis per rule (its most expensive job):", ""]
+    lines += [f"- `{r.rule}`: {r.basis}" for r in rules if r.basis]
+    return "\n".join(lines) + "\n"
+
+
+def as_json(name: str, rules: list[RuleTotal], bases: Mapping[str, str]) -> dict[str, Any]:
+    from dataclasses import asdict
+
+    return {"config": name, "rules": [asdict(r) for r in rules], "total": asdict(_total(rules)),
+            "measurements": dict(bases), "formula": FORMULA, "uncertainty": UNCERTAINTY}
