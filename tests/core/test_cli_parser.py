@@ -28,6 +28,7 @@ MINIMAL = {
     "report": ["report", "r.json", "--out-dir", "out"],
     "lexical-test": ["lexical-test", "train.tsv", "test.tsv", "p.csv"],
     "audit": ["audit", "model", "--task", "qa", "--out", "out"],
+    "plan": ["plan", "--configfile", "c.yaml"],
 }
 
 

@@ -14,19 +14,22 @@ examples:
   spurious plan --configfile configs/paper-squad.yaml
   spurious plan --configfile configs/paper-lexical.yaml --json plan.json
   spurious plan results/lexical/snli/models/bilstm/q/seed0/model --configfile configs/paper-lexical.yaml
-  spurious plan --configfile my.yaml --directory . (what is left of a run begun here)
+  spurious plan --configfile my.yaml --directory .
+"""
+DESCRIPTION = """\
+Estimate a config's jobs, GPU-hours, CPU-hours, memory per job and disk, per rule and in total.
 
 Snakemake plans the job graph of the config with the checkout's Snakefile and the workflow profile's requests
 (nothing runs, nothing is submitted, no network needed); each job then gets an estimate whose basis is printed with
-it. docs/paper-configs.md explains the formula and carries the table of the four paper configs.
-"""
+it. With --directory, only what is left of a run begun there is planned. docs/paper-configs.md explains the formula
+and carries the table of the four paper configs."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "plan",
         help="what a config will cost before it is submitted: jobs, GPU-hours, CPU-hours, memory, disk per rule",
-        description="Estimate a config's jobs, GPU-hours, CPU-hours, memory per job and disk, per rule and in total.",
+        description=DESCRIPTION,
         epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
