@@ -358,6 +358,54 @@ def test_a_failing_process_is_reported_with_its_traceback(tmp_path):
     assert time.perf_counter() - t0 < 30
 
 
+def _port_held_and_sum(offset: int) -> tuple[bool, float, int]:
+    """In each launched process: whether its rendezvous port was already taken when it started (by its launcher),
+    then the sum over the processes of ``offset + rank``, through the process group Accelerate sets up."""
+    import socket
+
+    from accelerate import PartialState
+
+    port = int(os.environ["MASTER_PORT"])
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            held = False
+        except OSError:
+            held = True
+    total = torch.tensor([float(offset + PartialState(cpu=True).process_index)])
+    torch.distributed.all_reduce(total)
+    return held, float(total), port
+
+
+def _launch_after(barrier, results, offset: int) -> None:
+    import traceback
+
+    barrier.wait()
+    try:
+        results.put((offset, engine.launch(_port_held_and_sum, 2, offset)))
+    except BaseException:  # noqa: BLE001 - reported to the test
+        results.put((offset, traceback.format_exc()))
+
+
+def test_two_launches_at_once_each_meet_on_a_port_their_launcher_holds():
+    """Two launches of 2 processes each, started together (two jobs on one node): each process finds its rendezvous
+    port taken before any process group exists (its launcher serves the store: no other job can bind the port in
+    between), and each launch sums its own ranks (10 + 11, 100 + 101) over its own port."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(2), context.SimpleQueue()
+    launchers = [context.Process(target=_launch_after, args=(barrier, results, offset)) for offset in (10, 100)]
+    for launcher in launchers:
+        launcher.start()
+    for launcher in launchers:
+        launcher.join(120)
+    got = dict(results.get() for _ in launchers)
+    assert [launcher.exitcode for launcher in launchers] == [0, 0], got
+    assert (got[10][:2], got[100][:2]) == ((True, 21.0), (True, 201.0)), got
+    assert got[10][2] != got[100][2]
+
+
 @pytest.mark.parametrize(
     ("rows", "processes", "rank", "expected_rows", "factor"),
     [

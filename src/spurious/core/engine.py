@@ -38,7 +38,6 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import time
 import traceback
 import warnings
@@ -735,10 +734,13 @@ def needs_launch(settings: Mapping[str, Any] | None) -> bool:
     return processes_setting(settings) > 1 and "SPURIOUS_LAUNCHED" not in os.environ
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _rendezvous_store() -> Any:
+    """The store through which the launched processes meet, served by the launcher on a port the system picks and the
+    launcher holds until they are done. The processes connect to it as clients (torchrun's agent store:
+    ``TORCHELASTIC_USE_AGENT_STORE``), so no other job can take the port between its choice and its use, and two
+    launches on one node never meet. Created before the processes are forked: no one knows the port yet, so its
+    server thread is idle and the children inherit no lock it holds."""
+    return torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: Any, args: tuple, kwargs: dict) -> None:
@@ -748,6 +750,7 @@ def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: 
         SPURIOUS_LAUNCHED="1",
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher serves the store (_rendezvous_store)
         RANK=str(rank),
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(processes),
@@ -772,7 +775,8 @@ def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: 
 
 def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` in ``processes`` forked processes on this node (rank 0 .. N-1, each with the usual
-    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result.
+    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result. The
+    processes meet through a store this process serves (``_rendezvous_store``): no port is chosen and bound later.
 
     Forked, not spawned: the training functions take closures (objectives, selections) that cannot be pickled. CUDA
     must therefore not be initialised in this process before (nothing in our code path does). SIGTERM/SIGUSR1 sent
@@ -781,7 +785,8 @@ def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) ->
     """
     context = multiprocessing.get_context("fork")
     queue = context.SimpleQueue()
-    port = _free_port()
+    store = _rendezvous_store()
+    port = store.port
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() must not init CUDA
     children = [
         context.Process(target=_child, args=(fn, rank, processes, port, queue, args, kwargs), daemon=False)
@@ -817,6 +822,7 @@ def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) ->
                 child.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        del store  # its server stops: the port is free again
     by_kind: dict[str, list[tuple[int, Any]]] = {}
     for kind, rank, payload in messages:
         by_kind.setdefault(kind, []).append((rank, payload))
