@@ -64,6 +64,8 @@ def _writer_gone(path: Path, mtime: float, pid: int, host: str | None) -> bool:
         return time.time() - mtime > FOREIGN_STALE_AFTER_S
     if pid == os.getpid():
         return path not in _WRITING
+    if os.name == "nt":  # os.kill(pid, 0) would send CTRL_C_EVENT there: another process's files are kept
+        return False
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
