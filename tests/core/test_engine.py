@@ -3,6 +3,7 @@ global batch, and a run killed with SIGTERM resumes to the same result. Also the
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import time
@@ -195,8 +196,6 @@ def test_a_checkpoint_of_the_former_adamw_kernel_is_not_resumed(tiny_bert, train
     """Checkpoints written before the engine chose fused AdamW have no ``optimizer_impl`` in their state: resuming one
     would continue another kernel's updates, so it is refused with what to do. (A 4-step run leaves its step-2
     checkpoint behind; the adapter, not the function, removes the folder.)"""
-    import json
-
     out = tmp_path / "r"
     rows, weights = train_rows
     classifier.train_classifier(
@@ -213,6 +212,99 @@ def test_a_checkpoint_of_the_former_adamw_kernel_is_not_resumed(tiny_bert, train
             rows, model_name_or_path=str(tiny_bert), output_dir=out / "again", checkpoint_dir=out / "ck",
             settings=dict(SETTINGS, max_steps=4, checkpoint_every=2), weights=weights,
         )
+
+
+def _checkpoint_of_a_4_step_run(tiny_bert, train_rows, out: Path) -> tuple[dict, Path]:
+    """A 4-step run that checkpoints every 2 steps: its summary and the step-2 checkpoint it leaves behind (the
+    adapter, not the function, removes the folder); rerun with ``_resume_4_step_run`` it resumes there."""
+    summary = _resume_4_step_run(tiny_bert, train_rows, out, "first")
+    return summary, engine.latest_checkpoint(out / "ck")
+
+
+def _resume_4_step_run(tiny_bert, train_rows, out: Path, name: str) -> dict:
+    rows, weights = train_rows
+    return classifier.train_classifier(
+        rows, model_name_or_path=str(tiny_bert), output_dir=out / name, checkpoint_dir=out / "ck",
+        settings=dict(SETTINGS, max_steps=4, checkpoint_every=2), weights=weights,
+    )  # fmt: skip
+
+
+def test_resuming_loads_every_file_of_a_checkpoint_with_the_weights_only_unpickler(
+    tiny_bert, train_rows, tmp_path, monkeypatch
+):
+    """Model, optimizer, RNG states (which Accelerate loads, swallowing any error) and the best weights: none is
+    unpickled with ``weights_only=False`` and none fails; the schedule is JSON, and the run resumes exactly."""
+    first, ckpt = _checkpoint_of_a_4_step_run(tiny_bert, train_rows, tmp_path)
+    assert ckpt.name == "step-00000002"
+    loads = []
+    real_load = torch.load
+
+    def spy(f, *args, **kwargs):
+        try:
+            result = real_load(f, *args, **kwargs)
+        except Exception as exc:
+            loads.append((Path(f).name, kwargs.get("weights_only"), repr(exc)))
+            raise
+        loads.append((Path(f).name, kwargs.get("weights_only"), None))
+        return result
+
+    monkeypatch.setattr(torch, "load", spy)
+    resumed = _resume_4_step_run(tiny_bert, train_rows, tmp_path, "again")
+    assert resumed["resumed_from_step"] == 2
+    assert resumed["train_losses"] == first["train_losses"]
+    assert {"pytorch_model.bin", "optimizer.bin", "random_states_0.pkl"} <= {name for name, _, _ in loads}
+    assert all(weights_only is True and error is None for _, weights_only, error in loads), loads
+    # after 1 warmup step (0.2 x 4 steps, rounded up) the rate falls linearly to 0 at step 4: 3e-3 x 2/3 at step 2
+    assert json.loads((ckpt / "schedule.json").read_text()) == {"step": 2, "learning_rates": [2e-3, 2e-3]}
+    assert [p.name for p in ckpt.glob("*.pkl")] == ["random_states_0.pkl"]
+
+
+class _RunsCode:
+    """Unpickled, it creates the folder ``marker``: code run by loading a file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self):
+        return os.mkdir, (str(self.marker),)
+
+
+def test_a_checkpoint_holding_a_pickle_that_runs_code_is_refused_without_running_it(tiny_bert, train_rows, tmp_path):
+    """An earlier version's checkpoint holds the schedule as ``custom_checkpoint_0.pkl``; one made to run code (here:
+    create a folder) is refused, the code not run, the file left as it was."""
+    _, ckpt = _checkpoint_of_a_4_step_run(tiny_bert, train_rows, tmp_path)
+    (ckpt / "schedule.json").unlink(missing_ok=True)
+    marker = tmp_path / "code-ran"
+    plain = {"base_lrs": [3e-3, 3e-3], "last_epoch": 2, "_step_count": 3, "_last_lr": [2e-3, 2e-3], "lr_lambdas": [{}, {}]}
+    torch.save({**plain, "payload": _RunsCode(marker)}, ckpt / "custom_checkpoint_0.pkl")
+    with pytest.raises(RuntimeError, match=r"custom_checkpoint_0\.pkl: not the plain state of a learning-rate schedule.*could run code"):
+        _resume_4_step_run(tiny_bert, train_rows, tmp_path, "again")
+    assert not marker.exists()
+    assert (ckpt / "custom_checkpoint_0.pkl").is_file()  # left as it was
+    assert not (tmp_path / "again").exists()
+
+
+def test_a_checkpoint_with_an_earlier_versions_pickled_schedule_resumes_exactly(tiny_bert, train_rows, tmp_path):
+    """Earlier versions registered the schedule with Accelerate, which pickled its state (a LambdaLR's: plain numbers)
+    as ``custom_checkpoint_0.pkl``. Such a checkpoint is read as plain data, converted to ``schedule.json`` and
+    resumes to the uninterrupted run's losses, bit for bit."""
+    from accelerate.checkpointing import save_custom_state
+
+    first, ckpt = _checkpoint_of_a_4_step_run(tiny_bert, train_rows, tmp_path)
+    (ckpt / "schedule.json").unlink(missing_ok=True)
+    # the schedule of that run at step 2, saved as Accelerate saved a registered object (two parameter groups)
+    params = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
+    settings = dict(SETTINGS, weight_decay=0.0)
+    _, schedule = engine._optimizer_and_schedule(params, None, settings, 4, torch.device("cpu"))
+    for _ in range(2):
+        schedule.optimizer.step()
+        schedule.step()
+    save_custom_state(schedule, str(ckpt), 0)
+    resumed = _resume_4_step_run(tiny_bert, train_rows, tmp_path, "again")
+    assert resumed["resumed_from_step"] == 2
+    assert resumed["train_losses"] == first["train_losses"]
+    assert not (ckpt / "custom_checkpoint_0.pkl").exists()
+    assert json.loads((ckpt / "schedule.json").read_text()) == {"step": 2, "learning_rates": [2e-3, 2e-3]}
 
 
 def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one():
@@ -264,6 +356,54 @@ def test_a_failing_process_is_reported_with_its_traceback(tmp_path):
     with pytest.raises(RuntimeError, match=r"(?s)training process 1 of 2 failed.*rank one cannot go on"):
         engine.launch(fail, 2)
     assert time.perf_counter() - t0 < 30
+
+
+def _port_held_and_sum(offset: int) -> tuple[bool, float, int]:
+    """In each launched process: whether its rendezvous port was already taken when it started (by its launcher),
+    then the sum over the processes of ``offset + rank``, through the process group Accelerate sets up."""
+    import socket
+
+    from accelerate import PartialState
+
+    port = int(os.environ["MASTER_PORT"])
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+            held = False
+        except OSError:
+            held = True
+    total = torch.tensor([float(offset + PartialState(cpu=True).process_index)])
+    torch.distributed.all_reduce(total)
+    return held, float(total), port
+
+
+def _launch_after(barrier, results, offset: int) -> None:
+    import traceback
+
+    barrier.wait()
+    try:
+        results.put((offset, engine.launch(_port_held_and_sum, 2, offset)))
+    except BaseException:  # noqa: BLE001 - reported to the test
+        results.put((offset, traceback.format_exc()))
+
+
+def test_two_launches_at_once_each_meet_on_a_port_their_launcher_holds():
+    """Two launches of 2 processes each, started together (two jobs on one node): each process finds its rendezvous
+    port taken before any process group exists (its launcher serves the store: no other job can bind the port in
+    between), and each launch sums its own ranks (10 + 11, 100 + 101) over its own port."""
+    import multiprocessing
+
+    context = multiprocessing.get_context("fork")
+    barrier, results = context.Barrier(2), context.SimpleQueue()
+    launchers = [context.Process(target=_launch_after, args=(barrier, results, offset)) for offset in (10, 100)]
+    for launcher in launchers:
+        launcher.start()
+    for launcher in launchers:
+        launcher.join(120)
+    got = dict(results.get() for _ in launchers)
+    assert [launcher.exitcode for launcher in launchers] == [0, 0], got
+    assert (got[10][:2], got[100][:2]) == ((True, 21.0), (True, 201.0)), got
+    assert got[10][2] != got[100][2]
 
 
 @pytest.mark.parametrize(

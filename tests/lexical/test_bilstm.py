@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import numpy as np
 import pandas as pd
@@ -89,6 +91,19 @@ def test_learns_a_one_word_task_deterministically_and_weights_matter(tmp_path):
     assert (bilstm.predict_bilstm(tmp_path / "w", test, device="cpu")["prediction"] == 0).all()
     meta = json.loads((tmp_path / "a" / bilstm.MARKER).read_text())
     assert meta["vocabulary"][:3] == ["<pad>", "<unk>", "<sep>"] and meta["label_names"] == ["negative", "positive"]
+
+
+def test_the_model_folder_gets_the_permissions_of_every_output(tmp_path):
+    """Readable by the group and others as the umask allows (a shared cluster project reads it), like every other
+    output: not the owner-only mode of a private temporary folder."""
+    previous = os.umask(0o022)
+    try:
+        bilstm.train_bilstm(toy_frame(32, 0), output_dir=tmp_path / "m", settings=dict(SMALL, epochs=1))
+    finally:
+        os.umask(previous)
+    assert stat.S_IMODE((tmp_path / "m").stat().st_mode) == 0o755
+    assert {stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "m").iterdir()} == {0o644}
+    assert [p.name for p in tmp_path.iterdir()] == ["m"]
 
 
 def test_pairs_and_bad_input(tmp_path):

@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from spurious.core.io import atomic_path, write_json
 from spurious.core.training import pick_device
 
 log = logging.getLogger(__name__)
@@ -355,9 +356,7 @@ class _IterationState:
                     "delete the folder to start again"
                 )
         else:
-            tmp = settings.with_suffix(".json.tmp")
-            tmp.write_text(json.dumps(fingerprint, sort_keys=True))
-            os.replace(tmp, settings)
+            write_json(fingerprint, settings)
 
     def load(self) -> list[tuple[dict[str, Any], np.ndarray]]:
         saved = []
@@ -370,7 +369,5 @@ class _IterationState:
 
     def save(self, record: dict[str, Any], scores: np.ndarray) -> None:
         path = self.folder / f"iteration_{record['iteration']:05d}.npz"
-        tmp = path.with_name(path.name + ".tmp")
-        with open(tmp, "wb") as f:
+        with atomic_path(path) as tmp, open(tmp, "wb") as f:
             np.savez(f, record=np.asarray(json.dumps(record)), scores=scores)
-        os.replace(tmp, path)

@@ -3,7 +3,8 @@
 What comes from Accelerate: device placement, bf16 mixed precision, distributed data parallelism (DDP over N
 processes: NCCL on GPUs, gloo on CPUs), the suppression of gradient synchronisation between the micro-batches of an
 accumulated step (``Accelerator.no_sync``), gradient clipping, and the checkpoint state (``save_state`` /
-``load_state``: model and training objective, optimizer, schedule, and the RNG states of every process).
+``load_state``: model and training objective, optimizer, and the RNG states of every process, each loaded with torch's
+weights-only unpickler, which rebuilds tensors, plain values and numpy arrays and calls nothing else).
 
 What stays ours, because results and resumption depend on it:
 
@@ -20,6 +21,9 @@ What stays ours, because results and resumption depend on it:
 * SIGTERM/SIGUSR1 (SLURM's warning before a kill): a flag polled at consistent points; with N processes the flag is
   all-reduced after every step so that all of them stop at the same step; then a checkpoint, then
   ``TrainingPreempted`` (a non-zero exit). Checkpoints are written under a temporary name and renamed when complete.
+* the learning-rate schedule in a checkpoint: its step and rates as JSON (``schedule.json``), rebuilt on resume, so
+  that resuming never unpickles code (Accelerate would pickle a registered scheduler and load it with
+  ``weights_only=False``).
 
 ``launch`` runs a training function over N processes on one node (``processes`` setting; the rules take N from the
 job's GPU count, see README "Several GPUs per training job").
@@ -34,9 +38,9 @@ import multiprocessing
 import os
 import shutil
 import signal
-import socket
 import time
 import traceback
+import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -45,6 +49,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from spurious.core.io import fsync_dir, fsync_tree, read_json, write_json
 from spurious.core.training import (
     CHECKPOINT_PREFIX,
     PreemptionGuard,
@@ -65,6 +70,11 @@ BEST_WEIGHTS_FILE = "best_model.pt"
 STATE_FILE = "state.json"
 # Accelerate's model file in a checkpoint (save_state with safe_serialization=False: tied weights stay as they are)
 MODEL_STATE_FILE = "pytorch_model.bin"
+SCHEDULE_FILE = "schedule.json"
+# Accelerate's file of an object registered for checkpointing, which its load_state unpickles with weights_only=False
+# (code may run). Earlier versions registered the schedule: such a file is read as plain data or refused.
+PICKLED_OBJECT_FILES = "custom_checkpoint_*.pkl"
+LEGACY_SCHEDULE_FILE = "custom_checkpoint_0.pkl"
 
 
 @dataclass
@@ -208,11 +218,11 @@ def train(
     micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
     optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
-    # not prepared: Accelerate's scheduler wrapper steps N times per step with N processes; registered, it is saved
-    accelerator.register_for_checkpointing(scheduler)
+    # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
+    # checkpointing (Accelerate would pickle it): the checkpoints record its step (_save_checkpoint)
 
     state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
-    state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, keep_best=keep_best)
+    state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
@@ -223,7 +233,7 @@ def train(
         nonlocal segment_start
         state.wall_time_s += time.perf_counter() - segment_start
         segment_start = time.perf_counter()
-        return _save_checkpoint(accelerator, checkpoint_dir, state, best_weights)
+        return _save_checkpoint(accelerator, checkpoint_dir, state, best_weights, scheduler)
 
     def run_evaluation() -> None:
         nonlocal best_weights
@@ -556,11 +566,18 @@ def _load_state(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
 
 
 def _resume(
-    accelerator: Any, checkpoint_dir: Path, state: TrainState, model: torch.nn.Module, *, keep_best: bool
+    accelerator: Any,
+    checkpoint_dir: Path,
+    state: TrainState,
+    model: torch.nn.Module,
+    scheduler: Any,
+    *,
+    keep_best: bool,
 ) -> tuple[TrainState, dict[str, torch.Tensor] | None, Path | None]:
-    """The newest checkpoint's state (its tensors loaded by Accelerate into the prepared objects), best weights and
-    path; ``(state, None, None)`` without a checkpoint. Another run's checkpoint, one of an earlier version or of another
-    number of processes is refused with what to do."""
+    """The newest checkpoint's state (its tensors loaded by Accelerate into the prepared objects, ``scheduler`` moved to
+    its step), best weights and path; ``(state, None, None)`` without a checkpoint. Another run's checkpoint, one of an
+    earlier version or of another number of processes is refused with what to do; so is one holding a pickle that is
+    not plain data. No file is unpickled with ``weights_only=False`` (which could run code from it)."""
     ckpt = latest_checkpoint(checkpoint_dir)
     if ckpt is None:
         return state, None, None
@@ -586,7 +603,9 @@ def _resume(
             f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
             f"{state.processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
         )
+    _convert_pickled_schedule(accelerator, ckpt, checkpoint_dir)
     _load_state(accelerator, ckpt, checkpoint_dir)
+    _restore_schedule(scheduler, ckpt, saved.step, checkpoint_dir)
     best_weights = None
     if keep_best and saved.best_step is not None:
         best_file = ckpt / BEST_WEIGHTS_FILE
@@ -598,11 +617,88 @@ def _resume(
     return saved, best_weights, ckpt
 
 
+def _schedule_record(scheduler: Any) -> dict[str, Any]:
+    """What a checkpoint keeps of the learning-rate schedule (``SCHEDULE_FILE``): its step and the rates it gives
+    there, as plain numbers whether the rates are floats or tensors. A resumed run rebuilds the schedule from its own
+    settings (the fingerprint holds them) and checks that it gives the same rates."""
+    return {"step": int(scheduler.last_epoch), "learning_rates": [float(lr) for lr in scheduler.get_last_lr()]}
+
+
+def _restore_schedule(scheduler: Any, ckpt: Path, step: int, checkpoint_dir: Path) -> None:
+    """Move this run's freshly built ``scheduler`` to the checkpoint's step (its rates computed as the uninterrupted
+    run computed them) and check them against the checkpoint's record."""
+    path = ckpt / SCHEDULE_FILE
+    if not path.is_file():
+        raise RuntimeError(f"checkpoint {ckpt} has no {SCHEDULE_FILE} (incomplete); delete {checkpoint_dir} to start afresh")
+    record = read_json(path)
+    if record.get("step") != step:
+        raise RuntimeError(
+            f"{path}: the schedule is at step {record.get('step')} and the checkpoint at step {step}; delete "
+            f"{checkpoint_dir} to start afresh"
+        )
+    scheduler.last_epoch = step - 1
+    with warnings.catch_warnings():
+        # step() warns when it comes before the optimizer's first step; here it only moves the schedule to the step
+        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before", category=UserWarning)
+        scheduler.step()
+    rates = [float(lr) for lr in scheduler.get_last_lr()]
+    if rates != record.get("learning_rates"):
+        raise RuntimeError(
+            f"{path}: the checkpoint's learning rates at step {step} are {record.get('learning_rates')} and this "
+            f"run's schedule gives {rates} (another warmup or step count): rerun with the spurious version that wrote "
+            f"it, or delete {checkpoint_dir} to start afresh"
+        )
+
+
+def _convert_pickled_schedule(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
+    """A checkpoint of an earlier version holds the schedule as Accelerate's pickle (``LEGACY_SCHEDULE_FILE``), which
+    ``load_state`` would unpickle with ``weights_only=False``. It is read with torch's weights-only unpickler instead
+    (it rebuilds plain values and tensors and calls no other function, so a file made to run code fails to load) and,
+    if it holds a schedule's plain state, recorded as ``SCHEDULE_FILE``; the pickle is then deleted. Any other pickle
+    is refused."""
+    pickled = sorted(ckpt.glob(PICKLED_OBJECT_FILES))
+    if not pickled:
+        return
+    refusal = (
+        f"it is not loaded, because loading it could run code. Delete {checkpoint_dir} to start afresh (or, if you "
+        "trust where the checkpoint came from, finish the run with the spurious version that wrote it)"
+    )
+    if [p.name for p in pickled] != [LEGACY_SCHEDULE_FILE]:
+        raise RuntimeError(f"checkpoint {ckpt} holds pickled objects {[p.name for p in pickled]} this version never wrote: {refusal}")
+    record = _read_pickled_schedule(pickled[0], refusal)
+    accelerator.wait_for_everyone()  # every process has read it before it goes
+    if accelerator.is_main_process:
+        if not (ckpt / SCHEDULE_FILE).is_file():
+            write_json(record, ckpt / SCHEDULE_FILE)
+        pickled[0].unlink()
+    accelerator.wait_for_everyone()
+
+
+def _read_pickled_schedule(path: Path, refusal: str) -> dict[str, Any]:
+    """The ``_schedule_record`` of an earlier version's pickled ``LambdaLR`` state, or a RuntimeError ending with
+    ``refusal``."""
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as exc:  # noqa: BLE001 - any reason (a forbidden global, a damaged file) ends in the refusal
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise RuntimeError(f"{path}: not the plain state of a learning-rate schedule ({reason}); {refusal}") from None
+    step, rates = (saved.get("last_epoch"), saved.get("_last_lr")) if isinstance(saved, dict) else (None, None)
+    plain = isinstance(step, int) and not isinstance(step, bool) and isinstance(rates, list)
+    if not plain or not all(isinstance(r, float | int) and not isinstance(r, bool) for r in rates):
+        raise RuntimeError(f"{path}: not the plain state of a learning-rate schedule; {refusal}")
+    return {"step": step, "learning_rates": [float(r) for r in rates]}
+
+
 def _save_checkpoint(
-    accelerator: Any, checkpoint_dir: Path, state: TrainState, best_weights: Mapping[str, torch.Tensor] | None
+    accelerator: Any,
+    checkpoint_dir: Path,
+    state: TrainState,
+    best_weights: Mapping[str, torch.Tensor] | None,
+    scheduler: Any,
 ) -> Path:
-    """Accelerate's state plus ``state.json`` (and the best weights where they differ from the current ones) under a
-    temporary name, renamed into place when complete; older checkpoints are dropped. Every process calls it."""
+    """Accelerate's state plus ``state.json``, the schedule's record (and the best weights where they differ from the
+    current ones) under a temporary name, flushed to disk and renamed into place when complete; older checkpoints are
+    dropped. Every process calls it."""
     final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
     if (final / STATE_FILE).is_file():
         return final
@@ -619,8 +715,11 @@ def _save_checkpoint(
     if main:
         if best_weights is not None and state.best_step != state.step:
             torch.save(dict(best_weights), tmp / BEST_WEIGHTS_FILE)
+        (tmp / SCHEDULE_FILE).write_text(json.dumps(_schedule_record(scheduler)))
         (tmp / STATE_FILE).write_text(json.dumps(asdict(state)))
+        fsync_tree(tmp)  # every process's files (the barrier above): the older checkpoints go next
         os.replace(tmp, final)
+        fsync_dir(checkpoint_dir)
         for old in checkpoint_dir.iterdir():
             if old != final and old.is_dir() and (old.name.startswith(CHECKPOINT_PREFIX) or old.name.startswith(".tmp-")):
                 shutil.rmtree(old, ignore_errors=True)
@@ -653,10 +752,13 @@ def needs_launch(settings: Mapping[str, Any] | None) -> bool:
     return processes_setting(settings) > 1 and "SPURIOUS_LAUNCHED" not in os.environ
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+def _rendezvous_store() -> Any:
+    """The store through which the launched processes meet, served by the launcher on a port the system picks and the
+    launcher holds until they are done. The processes connect to it as clients (torchrun's agent store:
+    ``TORCHELASTIC_USE_AGENT_STORE``), so no other job can take the port between its choice and its use, and two
+    launches on one node never meet. Created before the processes are forked: no one knows the port yet, so its
+    server thread is idle and the children inherit no lock it holds."""
+    return torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
 
 
 def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: Any, args: tuple, kwargs: dict) -> None:
@@ -666,6 +768,7 @@ def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: 
         SPURIOUS_LAUNCHED="1",
         MASTER_ADDR="127.0.0.1",
         MASTER_PORT=str(port),
+        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher serves the store (_rendezvous_store)
         RANK=str(rank),
         LOCAL_RANK=str(rank),
         WORLD_SIZE=str(processes),
@@ -690,7 +793,8 @@ def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: 
 
 def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) -> Any:
     """Run ``fn(*args, **kwargs)`` in ``processes`` forked processes on this node (rank 0 .. N-1, each with the usual
-    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result.
+    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result. The
+    processes meet through a store this process serves (``_rendezvous_store``): no port is chosen and bound later.
 
     Forked, not spawned: the training functions take closures (objectives, selections) that cannot be pickled. CUDA
     must therefore not be initialised in this process before (nothing in our code path does). SIGTERM/SIGUSR1 sent
@@ -699,7 +803,8 @@ def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) ->
     """
     context = multiprocessing.get_context("fork")
     queue = context.SimpleQueue()
-    port = _free_port()
+    store = _rendezvous_store()
+    port = store.port
     os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() must not init CUDA
     children = [
         context.Process(target=_child, args=(fn, rank, processes, port, queue, args, kwargs), daemon=False)
@@ -735,6 +840,7 @@ def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) ->
                 child.join()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
+        del store  # its server stops: the port is free again
     by_kind: dict[str, list[tuple[int, Any]]] = {}
     for kind, rank, payload in messages:
         by_kind.setdefault(kind, []).append((rank, payload))

@@ -11,7 +11,6 @@ import logging
 import math
 import os
 import random
-import shutil
 import signal
 from collections.abc import Mapping
 from pathlib import Path
@@ -20,6 +19,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from spurious.core.io import atomic_dir
 from spurious.core.models import quiet_transformers
 
 logger = logging.getLogger(__name__)
@@ -224,18 +224,13 @@ def format_eta(seconds: float) -> str:
 
 
 def save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mapping[str, Any]) -> None:
-    """Save model + tokenizer + training_state.json into a temporary sibling, then rename onto ``output_dir``."""
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = output_dir.parent / f".{output_dir.name}.tmp-{os.getpid()}"
-    if tmp.exists():
-        shutil.rmtree(tmp)
-    with quiet_transformers():  # no "Writing model shards" progress bar in job logs
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    (tmp / TRAINING_STATE_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
-    if output_dir.exists():
-        shutil.rmtree(output_dir)
-    os.replace(tmp, output_dir)
+    """Save model + tokenizer + training_state.json into a temporary sibling, then swap it in for ``output_dir``
+    (``core.io.atomic_dir``: flushed to disk; a crash leaves the old or the new folder, never neither)."""
+    with atomic_dir(output_dir) as tmp:
+        with quiet_transformers():  # no "Writing model shards" progress bar in job logs
+            model.save_pretrained(tmp)
+            tokenizer.save_pretrained(tmp)
+        (tmp / TRAINING_STATE_FILE).write_text(json.dumps(summary, indent=2, default=str) + "\n")
 
 
 def cpu_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:

@@ -28,8 +28,6 @@ import json
 import logging
 import math
 import os
-import shutil
-import tempfile
 import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
@@ -41,6 +39,7 @@ import pandas as pd
 import torch
 
 from spurious.core.errors import READ_ERRORS, unreadable
+from spurious.core.io import atomic_dir
 from spurious.core.training import pick_device
 from spurious.lexical.features import tokenize
 
@@ -262,18 +261,10 @@ def train_bilstm(
         "n_train_examples": len(train_frame),
         "train_wall_time_s": time.perf_counter() - t0,
     }
-    # written to a temporary sibling folder, then renamed: a partial model folder never looks complete
-    target = Path(output_dir)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}."))
-    try:
+    # written to a temporary sibling folder, then swapped in: a partial model folder never looks complete
+    with atomic_dir(output_dir) as tmp:
         torch.save({k: v.cpu() for k, v in model.state_dict().items()}, tmp / WEIGHTS)
         (tmp / MARKER).write_text(json.dumps({**summary, "vocabulary": vocab}, indent=1) + "\n")
-        if target.exists():
-            shutil.rmtree(target)
-        os.replace(tmp, target)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
     return summary
 
 
