@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.figures import figure_function, save_figure
 
 # Table 3 (SNLI): dev accuracy (%) for D, D_92k and D(φ_RoBERTa). The paper's "-HypOnly" rows are our partial inputs.
 PAPER_TABLE3: dict[str, tuple[float, float, float]] = {
@@ -272,6 +271,7 @@ def size_rows(df: pd.DataFrame) -> np.ndarray:
     return df["model"].eq(SIZE_LABEL).to_numpy() if "model" in df else np.zeros(len(df), dtype=bool)
 
 
+@figure_function
 def iterations_figure(
     iterations: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, svg_path: str | os.PathLike
 ) -> None:
@@ -312,7 +312,4 @@ def iterations_figure(
             if drawn:  # an empty legend would only warn
                 ax.legend(frameon=False)
         fig.tight_layout()
-        with atomic_path(Path(png_path)) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(Path(svg_path)) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        save_figure(fig, png_path, svg_path)

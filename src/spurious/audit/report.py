@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import hashlib
 import html
-import io
 import math
 import os
 from collections.abc import Mapping, Sequence
@@ -14,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from spurious.audit import verdict
+from spurious.core.figures import figure_function, svg_text
 
 SUMMARY_COLUMNS = ("shortcut", "evidence", "effect size", "effect class", "interval / p", "verdict")
 
@@ -153,13 +153,12 @@ def _table(rows: Sequence[Mapping[str, Any]], columns: Sequence[str], table_id: 
 def _svg(fig: Any) -> str:
     import matplotlib.pyplot as plt
 
-    buffer = io.StringIO()
-    fig.savefig(buffer, format="svg", bbox_inches="tight")
+    text = svg_text(fig)
     plt.close(fig)
-    text = buffer.getvalue()
-    return text[text.index("<svg") :]
+    return text
 
 
+@figure_function
 def qa_figure(result: Mapping[str, Any]) -> str:
     """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2)."""
     import matplotlib
@@ -168,7 +167,7 @@ def qa_figure(result: Mapping[str, Any]) -> str:
     import matplotlib.pyplot as plt
 
     rows = result["bias"]
-    fig, ax = plt.subplots(figsize=(7, 3.2))
+    fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     x = range(len(rows))
     ax.bar([i - 0.2 for i in x], [r["prediction_bias"] for r in rows], width=0.4, label="model")
     if any(r["human_bias"] is not None for r in rows):
@@ -179,6 +178,7 @@ def qa_figure(result: Mapping[str, Any]) -> str:
     return _svg(fig)
 
 
+@figure_function
 def insertion_figure(result: Mapping[str, Any]) -> str:
     """Flip rate towards the associated label per inserted feature, with 95 % intervals."""
     import matplotlib
@@ -187,7 +187,7 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     import matplotlib.pyplot as plt
 
     rows = [r for r in result["insertion"] if r.get("flip_rate") is not None and not math.isnan(r["flip_rate"])]
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1))
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1), layout="constrained")
     y = list(range(len(rows)))
     rates = [r["flip_rate"] for r in rows]
     errors = [[r["flip_rate"] - r["flip_rate_ci"][0] for r in rows], [r["flip_rate_ci"][1] - r["flip_rate"] for r in rows]]
@@ -199,6 +199,7 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     return _svg(fig)
 
 
+@figure_function
 def permutation_figure(result: Mapping[str, Any]) -> str:
     """Accuracy on the usual- and unusual-label instances."""
     import matplotlib
@@ -207,7 +208,7 @@ def permutation_figure(result: Mapping[str, Any]) -> str:
     import matplotlib.pyplot as plt
 
     perm = result["permutation_test"]
-    fig, ax = plt.subplots(figsize=(4, 3))
+    fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
     ax.bar(["usual label U", "unusual label N"], [perm["acc_usual"], perm["acc_unusual"]], color=["tab:blue", "tab:orange"])
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")

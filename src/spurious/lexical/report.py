@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.figures import figure_function, save_figure
 from spurious.core.tables import fixed_decimals
 
 # Table 1: |D|, number of features, |Y|, Err(uniform), Err(q).
@@ -236,6 +235,7 @@ def appendix_a1(top: Mapping[str, pd.DataFrame], paper_names: Mapping[str, str |
     return df
 
 
+@figure_function
 def figure2(balances: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
     """Label balance of each evaluation feature under uniform weights (x) and under q (y), one panel per dataset.
     Points under the diagonal are features q balances better; those above it are labelled (the paper labels them)."""
@@ -269,7 +269,4 @@ def figure2(balances: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, s
             ax.set_xlim(0, top)
             ax.set_ylim(0, top)
         fig.tight_layout()
-        with atomic_path(Path(png_path)) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(Path(svg_path)) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        save_figure(fig, png_path, svg_path)

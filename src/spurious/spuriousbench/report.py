@@ -34,13 +34,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.figures import figure_function, save_figure
 from spurious.spuriousbench.construction import CATEGORIES, FEATURES, KINDS
 
 __all__ = [
@@ -566,13 +565,6 @@ def _short(label: str, limit: int = 22) -> str:
     return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"
 
 
-def _save(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
-    with atomic_path(Path(png_path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-    with atomic_path(Path(svg_path)) as tmp:
-        fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
-
-
 def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
     """Black error bars where the std is defined (one seed or one feature: none)."""
     ok = np.isfinite(err)
@@ -580,6 +572,7 @@ def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
         ax.errorbar(x[ok], y[ok], yerr=err[ok], fmt="none", ecolor="black", elinewidth=0.7, capsize=2, zorder=3)
 
 
+@figure_function
 def figure1(
     metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
 ) -> pd.DataFrame:
@@ -649,7 +642,7 @@ def figure1(
             "category's features (the paper's); dots: the features",
             fontsize=6,
         )
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
     return cat.reset_index(drop=True)
 
 
@@ -678,6 +671,7 @@ def figure2_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[t
     return [("finetune", [(m, "finetune") for m in models])]
 
 
+@figure_function
 def figure2(
     metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
 ) -> list[str]:
@@ -759,5 +753,5 @@ def figure2(
         if handles:
             fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
         fig.supxlabel("bars: mean over seeds; error bars: sample std over seeds", fontsize=6)
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
     return titles

@@ -11,13 +11,13 @@ import math
 import os
 import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path, read_json
+from spurious.core.figures import figure_function, save_figure
+from spurious.core.io import read_json
 from spurious.core.tables import NA_TEXT, fixed_decimals, format_markdown, write_table
 from spurious.thinktwice import paper_values
 
@@ -466,6 +466,7 @@ def _figure_order(index: Mapping[tuple[str, str, str], Mapping[str, Any]], heuri
     return sorted(heuristics, key=lambda h: (-round(mean_bias(h), 9), heuristics.index(h)))
 
 
+@figure_function
 def figure2(
     results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -561,8 +562,4 @@ def figure2(
             f"bias (from the worse segment's 97.5% quantile); {_settings_text(results)}."
         )
         fig.supxlabel(textwrap.fill(note, width=int(fig_w * 22)), fontsize=6)
-        png_path, svg_path = Path(png_path), Path(svg_path)
-        with atomic_path(png_path) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(svg_path) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        save_figure(fig, png_path, svg_path)

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values, report
 from spurious.thinktwice.debias_report.common import (
     CONTROL,
@@ -26,7 +27,6 @@ from spurious.thinktwice.debias_report.common import (
     _ordered_unique,
     _rc,
     _round,
-    _save,
 )
 from spurious.thinktwice.report import PAPER_SUFFIX, _bias_of, _group, _is_human, _num, _unique_setting, _worse_group
 
@@ -202,6 +202,7 @@ def methods_bias_table(
     return df
 
 
+@figure_function
 def figure5(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -433,6 +434,7 @@ def _heatmap(ax: Any, values: np.ndarray, rows: Sequence[str], columns: Sequence
     return mesh
 
 
+@figure_function
 def figure_cross_bias(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -472,7 +474,7 @@ def figure_cross_bias(
         axes[0].set_ylabel("addressed heuristic")
         fig.colorbar(mesh, ax=list(axes), label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
         fig.suptitle(title or f"Cross-bias change of the debiased models ({dataset}/{split})", fontsize=9)
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
 
 
 def figure6_table(
@@ -515,6 +517,7 @@ def figure6_table(
     return df
 
 
+@figure_function
 def figure6(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -544,7 +547,7 @@ def figure6(
         versus = _label(table.attrs["baseline"]).lower()
         fig.colorbar(mesh, ax=ax, label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
         fig.suptitle(f"Cross-bias change where each method reduces its bias most ({dataset}/{split})", fontsize=9)
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
     return table
 
 

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values
 from spurious.thinktwice.debias_report.common import (
     CONTROL,
@@ -22,7 +23,6 @@ from spurious.thinktwice.debias_report.common import (
     _ordered_unique,
     _rc,
     _round,
-    _save,
 )
 from spurious.thinktwice.report import _num
 
@@ -61,6 +61,7 @@ def _gate_curve(summary: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.
     return steps, mean, q10, q90
 
 
+@figure_function
 def figure_loss_curves(
     summaries: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -173,7 +174,7 @@ def figure_loss_curves(
         fig.suptitle(
             f"{title or 'Validation loss during training (in-distribution solid, OOD dashed)'}; {limit}", fontsize=9
         )
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
     return drawn
 
 
