@@ -32,6 +32,7 @@ import functools
 import io
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,6 +55,7 @@ _COUNT_ATTR = "_spurious_counts"
 F = TypeVar("F", bound=Callable[..., Any])
 
 _REGISTRY: dict[str, Callable[..., Any]] = {}
+_DRAW_LOCK = threading.Lock()
 _CAPTURES: list[list[Any]] = []
 
 
@@ -107,6 +109,58 @@ def count_axis(axis: Any) -> Any:
 
 def is_count_axis(axis: Any) -> bool:
     return bool(getattr(axis, _COUNT_ATTR, False))
+
+
+# ----------------------------------------------------------------------------------------------------------------------
+# drawing helpers the figure functions share
+
+
+def fill(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped (``textwrap.fill``) to lines that fit ``width_in`` inches at ``fontsize`` points (an average
+    glyph is taken as 0.55 em wide)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.55 * fontsize))))
+
+
+def explain_empty(ax: Any, reason: str, *, fontsize: float = 7.0) -> Any:
+    """Say on the panel ``ax``, in words, why it shows nothing (centred, wrapped to the panel's width); returns the
+    Text. A panel with no data must carry one (:func:`check_figure`)."""
+    width_in = ax.get_position().width * ax.figure.get_size_inches()[0]
+    return ax.text(0.5, 0.5, fill(reason, 0.9 * width_in, fontsize), transform=ax.transAxes, ha="center",
+                   va="center", fontsize=fontsize, color="0.25")
+
+
+def rotate_crowded_ticklabels(axes: Any, *, rotation: float = 90.0, pad_px: float = 2.0) -> list[bool]:
+    """Rotate the x tick labels of each of ``axes`` by ``rotation`` only where, drawn horizontally, two neighbours
+    would touch (closer than ``pad_px``); the others stay horizontal. Draws the figure once to measure the labels.
+    Returns, per axes, whether it was rotated."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    axes = list(axes)
+    if not axes:
+        return []
+    fig = axes[0].figure
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    with figure_style():
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    rotated = []
+    for ax in axes:
+        lo, hi = sorted(ax.get_xlim())
+        labels = [t for t, x in zip(ax.get_xticklabels(), ax.get_xticks(), strict=False)
+                  if t.get_visible() and t.get_text().strip() and lo <= x <= hi]
+        boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+        crowded = any(a.x1 + pad_px > b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+        if crowded:
+            ax.tick_params(axis="x", labelrotation=rotation)
+            if abs(rotation) % 180 != 90:  # slanted: the label's end under its tick
+                for t in ax.get_xticklabels():
+                    t.set_horizontalalignment("right")
+                    t.set_rotation_mode("anchor")
+        rotated.append(crowded)
+    return rotated
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -194,29 +248,38 @@ def check_figure(fig: Any) -> list[str]:
     return problems
 
 
+def drawn_texts(fig: Any) -> list[Any]:
+    """The Text artists a draw of ``fig`` puts on the canvas (non-empty, visible, inside the view), in drawing order."""
+    return _draw_recording_texts(fig)[1]
+
+
 def _draw_recording_texts(fig: Any) -> tuple[Any, list[Any]]:
-    """Draw ``fig`` and return (renderer, the Text artists actually drawn, in drawing order): the renderer's
-    ``draw_text`` receives each drawn Text as ``mtext``, so ticks outside the view, invisible artists and empty
-    strings are left out as the renderer leaves them out."""
+    """Draw ``fig`` and return (renderer, the Text artists actually drawn, in drawing order).
+
+    ``Text.draw`` is wrapped for the one draw (under a lock; matplotlib's drawing is not thread-safe anyway) and
+    records each text it is called on that it draws (visible, not empty): ticks outside the view, annotations whose
+    point is outside their axes and artists of invisible parents are left out as the renderer leaves them out. (The
+    renderer's ``draw_text`` would not do: it is not told the artist of a text of several lines.)"""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
 
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    renderer = fig.canvas.get_renderer()
     drawn: dict[int, Any] = {}
-    draw_text = renderer.draw_text
+    with _DRAW_LOCK:
+        text_draw = Text.draw
 
-    def recording(gc: Any, x: float, y: float, s: str, prop: Any, angle: float, ismath: Any = False, mtext: Any = None):
-        if mtext is not None:
-            drawn.setdefault(id(mtext), mtext)
-        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+        def recording(self: Any, renderer: Any) -> Any:
+            if self.get_visible() and self.get_text() != "":
+                drawn.setdefault(id(self), self)
+            return text_draw(self, renderer)
 
-    renderer.draw_text = recording
-    try:
-        with figure_style():
-            fig.canvas.draw()
-    finally:
-        del renderer.draw_text
+        Text.draw = recording
+        try:
+            with figure_style():
+                fig.canvas.draw()
+        finally:
+            Text.draw = text_draw
     return fig.canvas.get_renderer(), list(drawn.values())
 
 
@@ -372,15 +435,45 @@ def _count_axis_problems(fig: Any) -> list[str]:
 
 
 def _empty_panel_problems(fig: Any, drawn: list[Any]) -> list[str]:
-    """A visible panel (not a colour bar) with no data and no drawn text inside it says nothing."""
+    """A visible panel (not a colour bar) with no data drawn in it and no text inside it says nothing: a reference
+    line (``axhline`` / ``axvline``), an empty collection or a bar of no height and no edge is not data."""
     problems = []
+    on_canvas = {id(t) for t in drawn}
     for ax in fig.get_axes():
-        if not ax.get_visible() or hasattr(ax, "_colorbar") or ax.has_data():
+        if not ax.get_visible() or hasattr(ax, "_colorbar") or _shows_data(ax):
             continue
-        inside = [t for t in ax.texts if t in drawn and t.get_text().strip()]
-        if not inside:
+        if not [t for t in ax.texts if id(t) in on_canvas and t.get_text().strip()]:
             problems.append(f"the panel {_describe_axes(ax)} is empty and says nothing about why")
     return problems
+
+
+def _shows_data(ax: Any) -> bool:
+    import numpy as np
+    from matplotlib.collections import PathCollection
+
+    reference = (ax.get_xaxis_transform(which="grid"), ax.get_yaxis_transform(which="grid"))
+    for line in ax.lines:
+        if line.get_visible() and line.get_transform() not in reference:
+            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+            if (np.isfinite(x) & np.isfinite(y)).any():
+                return True
+    for patch in ax.patches:
+        if not patch.get_visible():
+            continue
+        box = patch.get_extents()
+        edge = patch.get_linewidth() > 0 and patch.get_edgecolor()[3] > 0
+        if np.isfinite([box.x0, box.y0, box.x1, box.y1]).all() and (box.width * box.height > 0 or edge):
+            return True
+    for collection in ax.collections:
+        if not collection.get_visible():
+            continue
+        if isinstance(collection, PathCollection):  # a scatter: its points are the offsets
+            points = np.asarray(collection.get_offsets(), dtype=float).reshape(-1, 2)
+            if np.isfinite(points).all(axis=1).any():
+                return True
+        elif any(len(path.vertices) for path in collection.get_paths()):
+            return True
+    return any(image.get_visible() for image in ax.images)
 
 
 def _figure_title(fig: Any) -> str:
