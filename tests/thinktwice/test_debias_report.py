@@ -526,7 +526,8 @@ def test_loss_curves_draw_only_the_first_steps(tmp_path: Path, max_step: int | N
     xs = [x for ax in fig.axes for line in ax.get_lines() for x in np.asarray(line.get_xdata(), dtype=float)]
     bands = [c for ax in fig.axes for c in ax.collections if isinstance(c, PolyCollection)]
     xs += [float(v) for band in bands for path in band.get_paths() for v in path.vertices[:, 0]]
-    panel = {ax.get_title().split(" (")[1].split(";")[0].rstrip(")"): ax for ax in fig.axes if ax.get_title()}
+    # titles: "<method>\n<run>; behind: <control>"
+    panel = {ax.get_title().split("\n", 1)[1].split(";")[0]: ax for ax in fig.axes if ax.get_title()}
     if max_step == 250:
         # the original's curve is cut at 5,000 > 250: only step 0 of it remains, behind the LMix panel too
         assert max(xs) == 200.0 and drawn == {"bert/seed0": 0.0, "bert/lmix/word-dist/seed0": 200.0}

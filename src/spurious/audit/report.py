@@ -160,21 +160,35 @@ def _svg(fig: Any) -> str:
 
 @figure_function
 def qa_figure(result: Mapping[str, Any]) -> str:
-    """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2)."""
+    """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2); a heuristic
+    without a threshold says so at its bar, and a figure without any says why (the search's reason)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spurious.core.figures import explain_empty
+    from spurious.thinktwice.report import no_threshold_text
+
     rows = result["bias"]
     fig, ax = plt.subplots(figsize=(7, 3.2), layout="constrained")
     x = range(len(rows))
+    found = [r.get("threshold") is not None or r.get("found", False) for r in rows]
     ax.bar([i - 0.2 for i in x], [r["prediction_bias"] for r in rows], width=0.4, label="model")
     if any(r["human_bias"] is not None for r in rows):
         ax.bar([i + 0.2 for i in x], [r["human_bias"] or 0.0 for r in rows], width=0.4, label="Human")
     ax.set_xticks(list(x), [r["heuristic"] for r in rows])
     ax.set_ylabel("prediction bias (EM points)")
-    ax.legend()
+    if not any(found):
+        searches = result.get("model_bias") or {}
+        settings = result.get("bias_settings", {})
+        reasons = dict.fromkeys(no_threshold_text({**settings, **searches.get(r["heuristic"], {})}) for r in rows)
+        explain_empty(ax, "; ".join(reasons) + f" (every heuristic: {', '.join(r['heuristic'] for r in rows)})")
+    else:
+        for i, ok in enumerate(found):
+            if not ok:
+                ax.text(i - 0.2, 0, "no threshold", rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
+        fig.legend(loc="outside right upper", frameon=False)
     return _svg(fig)
 
 
@@ -186,8 +200,14 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
+    from spurious.core.figures import explain_empty
+
     rows = [r for r in result["insertion"] if r.get("flip_rate") is not None and not math.isnan(r["flip_rate"])]
-    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1), layout="constrained")
+    fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2), layout="constrained")
+    if not rows:
+        features = ", ".join(dict.fromkeys(str(r["feature"]) for r in result["insertion"]))
+        explain_empty(ax, f"no flip rate: no example was applicable to the inserted features ({features})")
+        return _svg(fig)
     y = list(range(len(rows)))
     rates = [r["flip_rate"] for r in rows]
     errors = [[r["flip_rate"] - r["flip_rate_ci"][0] for r in rows], [r["flip_rate_ci"][1] - r["flip_rate"] for r in rows]]

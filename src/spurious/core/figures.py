@@ -56,7 +56,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 _REGISTRY: dict[str, Callable[..., Any]] = {}
 _DRAW_LOCK = threading.Lock()
-_CAPTURES: list[list[Any]] = []
+_CAPTURES: list[tuple[list[Any], bool]] = []
 
 
 class FigureCheckError(ValueError):
@@ -98,11 +98,12 @@ def figure_style() -> Iterator[None]:
 
 def count_axis(axis: Any) -> Any:
     """Declare that ``axis`` (an ``Axes.xaxis`` / ``yaxis``) counts (steps, iterations, examples): whole ticks only.
-    Sets ``MaxNLocator(integer=True)`` and marks the axis, so that :func:`check_figure` fails a fractional tick
-    (e.g. one set later by ``set_xticks``). Returns the axis."""
+    Sets ``MaxNLocator(integer=True, min_n_ticks=1)`` (one whole tick rather than fractional ones on a short range)
+    and marks the axis, so that :func:`check_figure` fails a fractional tick (e.g. one set later by ``set_xticks``).
+    Returns the axis."""
     from matplotlib.ticker import MaxNLocator
 
-    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     setattr(axis, _COUNT_ATTR, True)
     return axis
 
@@ -116,16 +117,19 @@ def is_count_axis(axis: Any) -> bool:
 
 
 def fill(text: str, width_in: float, fontsize: float) -> str:
-    """``text`` wrapped (``textwrap.fill``) to lines that fit ``width_in`` inches at ``fontsize`` points (an average
-    glyph is taken as 0.55 em wide)."""
+    """``text`` wrapped (``textwrap.fill``) to lines that fit ``width_in`` inches at ``fontsize`` points (a glyph of
+    DejaVu Sans, matplotlib's font, is taken as 0.6 em wide: a little more than its average)."""
     import textwrap
 
-    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.55 * fontsize))))
+    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.6 * fontsize))))
 
 
 def explain_empty(ax: Any, reason: str, *, fontsize: float = 7.0) -> Any:
-    """Say on the panel ``ax``, in words, why it shows nothing (centred, wrapped to the panel's width); returns the
-    Text. A panel with no data must carry one (:func:`check_figure`)."""
+    """Say on the panel ``ax``, in words, why it shows nothing (centred, wrapped to the panel's width), and take its
+    ticks away (an empty 0-1 axis would read as data); returns the Text. A panel with no data must carry one
+    (:func:`check_figure`)."""
+    ax.set_xticks([])
+    ax.set_yticks([])
     width_in = ax.get_position().width * ax.figure.get_size_inches()[0]
     return ax.text(0.5, 0.5, fill(reason, 0.9 * width_in, fontsize), transform=ax.transAxes, ha="center",
                    va="center", fontsize=fontsize, color="0.25")
@@ -168,29 +172,34 @@ def rotate_crowded_ticklabels(axes: Any, *, rotation: float = 90.0, pad_px: floa
 
 
 @contextlib.contextmanager
-def capture_figures() -> Iterator[list[Any]]:
-    """Collect every figure :func:`save_figure` or :func:`svg_text` writes inside the block (for the tests, which
-    check the figure objects a figure function drew)."""
+def capture_figures(*, write: bool = True) -> Iterator[list[Any]]:
+    """Collect every figure :func:`save_figure` or :func:`svg_text` is given inside the block (for the tests, which
+    check the figure objects a figure function drew). ``write=False``: write no file (and :func:`svg_text` returns
+    "") inside the block, for tests of the layout alone (saving takes most of a figure's time)."""
     captured: list[Any] = []
-    _CAPTURES.append(captured)
+    entry = (captured, write)
+    _CAPTURES.append(entry)
     try:
         yield captured
     finally:
-        _CAPTURES.remove(captured)
+        _CAPTURES[:] = [e for e in _CAPTURES if e is not entry]
 
 
-def _before_writing(fig: Any) -> None:
-    for captured in _CAPTURES:
+def _before_writing(fig: Any) -> bool:
+    """Hand ``fig`` to the active captures and, with :data:`CHECK_ENV` set, check it; whether to write it."""
+    for captured, _ in _CAPTURES:
         captured.append(fig)
     if os.environ.get(CHECK_ENV) == "1":
         assert_readable(fig)
+    return all(write for _, write in _CAPTURES)
 
 
 def save_figure(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
     """Write ``fig`` as PNG (:data:`PNG_DPI`) then SVG, each atomically, without the dates and software versions
     that would make the bytes differ between runs (set ``svg.hashsalt`` in the figure's rc context for stable SVG
     ids)."""
-    _before_writing(fig)
+    if not _before_writing(fig):
+        return
     with figure_style():
         with atomic_path(Path(png_path)) as tmp:
             fig.savefig(tmp, format="png", dpi=PNG_DPI, metadata={"Software": None})
@@ -200,7 +209,8 @@ def save_figure(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLi
 
 def svg_text(fig: Any) -> str:
     """``fig`` as an inline ``<svg>`` element (for an HTML page), without the XML prologue."""
-    _before_writing(fig)
+    if not _before_writing(fig):
+        return ""
     buffer = io.StringIO()
     with figure_style():
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
@@ -311,6 +321,10 @@ def _box_polygon(box: Any) -> list[tuple[float, float]]:
 def _polygons_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
     """Two convex polygons overlap by more than the tolerance along every separating axis (the separating axis
     theorem: they are apart if their projections on some edge normal are apart)."""
+    for k in (0, 1):  # their bounding boxes first: most pairs are far apart
+        if min(max(p[k] for p in a), max(p[k] for p in b)) - max(min(p[k] for p in a), min(p[k] for p in b)) \
+                <= _TOLERANCE_PX:
+            return False
     for poly in (a, b):
         for (x0, y0), (x1, y1) in zip(poly, poly[1:] + poly[:1], strict=True):
             nx, ny = y0 - y1, x1 - x0
