@@ -477,15 +477,16 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
     },
     "spurious.audit.report.permutation_figure": {
         "usual and unusual": lambda: _audit("permutation_figure", _insertion_result([("zxq", "positive")])),
+        "no unusual instance": lambda: _audit("permutation_figure", {"permutation_test": {
+            "n_usual": 40, "acc_usual": 0.85, "n_unusual": 0, "acc_unusual": float("nan")}}),
     },
 }
-#: Registered functions another helper's change adds cases for (drawn by their own module's tests).
-OTHERS: frozenset[str] = frozenset()
 
 
 def test_every_registered_figure_function_has_cases():
     _import_figure_modules()
-    missing = sorted(set(figures.registered_figures()) - set(CASES) - OTHERS)
+    package = {name for name in figures.registered_figures() if name.startswith("spurious.")}  # not the tests' own
+    missing = sorted(package - set(CASES))
     assert missing == [], f"add cases for these figure functions to CASES: {missing}"
     assert set(CASES) <= set(figures.registered_figures())
 

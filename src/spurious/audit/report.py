@@ -221,7 +221,7 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
 
 @figure_function
 def permutation_figure(result: Mapping[str, Any]) -> str:
-    """Accuracy on the usual- and unusual-label instances."""
+    """Accuracy on the usual- and unusual-label instances; an empty set says so at its bar."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -229,7 +229,12 @@ def permutation_figure(result: Mapping[str, Any]) -> str:
 
     perm = result["permutation_test"]
     fig, ax = plt.subplots(figsize=(4, 3), layout="constrained")
-    ax.bar(["usual label U", "unusual label N"], [perm["acc_usual"], perm["acc_unusual"]], color=["tab:blue", "tab:orange"])
+    accuracies = [perm["acc_usual"], perm["acc_unusual"]]
+    ax.bar(["usual label U", "unusual label N"], accuracies, color=["tab:blue", "tab:orange"])
+    for x, value in enumerate(accuracies):
+        if value is None or math.isnan(value):  # the set is empty: no accuracy
+            ax.text(x, 0.05, "no instances", ha="center", va="bottom", fontsize=8, color="0.3")
+    ax.set_xlim(-0.6, 1.6)  # both slots, even when one bar is missing
     ax.set_ylim(0, 1)
     ax.set_ylabel("accuracy")
     return _svg(fig)
