@@ -121,7 +121,7 @@ def fill(text: str, width_in: float, fontsize: float) -> str:
     DejaVu Sans, matplotlib's font, is taken as 0.6 em wide: a little more than its average)."""
     import textwrap
 
-    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.6 * fontsize))))
+    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.6 * fontsize))), break_on_hyphens=False)
 
 
 def explain_empty(ax: Any, reason: str, *, fontsize: float = 7.0) -> Any:

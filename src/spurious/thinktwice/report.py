@@ -584,26 +584,26 @@ def figure2(
                     ax.bar(x, bias, width * 0.92, bottom=base, color=light, hatch=hatch, edgecolor=color, linewidth=0.4)
                     ax.text(x, base + bias + 0.8, f"{bias:.2f} EM pts", rotation=90, ha="center", va="bottom",
                             fontsize=6)
-            group_in_axes = 0.8 / (per_row + 0.2)  # a group's share of the panel's width
+            if dataset:
+                ax.set_title(dataset, fontsize=8)
             if panel_empty:
-                reasons = _ordered_unique_texts(no_threshold_text(r) for r in missing.values())
+                reasons = dict.fromkeys(no_threshold_text(r) for r in missing.values())
                 figures.explain_empty(ax, "; ".join(reasons) + f" (every heuristic: {', '.join(chunk)})")
-            else:
-                for i, h in enumerate(chunk):
-                    rows = [missing[(h, m)] for m in models if (h, m) in missing]
-                    if rows and len(rows) == sum((m, dataset, h) in index for m in models):
-                        text = "; ".join(_ordered_unique_texts(no_threshold_text(r) for r in rows))
-                        ax.text(i, 50, figures.fill(text, group_in_axes * fig_w * 0.8, 6.5), ha="center",
-                                va="center", fontsize=6.5, color="0.25")
-            ax.set_xticks([] if panel_empty else range(len(chunk)), [] if panel_empty else chunk)
+                continue
+            group_in_axes = 0.8 / (per_row + 0.2)  # a group's share of the panel's width
+            for i, h in enumerate(chunk):
+                rows = [missing[(h, m)] for m in models if (h, m) in missing]
+                if rows and len(rows) == sum((m, dataset, h) in index for m in models):
+                    text = "; ".join(dict.fromkeys(no_threshold_text(r) for r in rows))
+                    ax.text(i, 50, figures.fill(text, group_in_axes * fig_w * 0.8, 6.5), ha="center",
+                            va="center", fontsize=6.5, color="0.25")
+            ax.set_xticks(range(len(chunk)), chunk)
             ax.set_xlim(-0.6, per_row - 0.4)
             ax.set_ylim(0, 135)  # room above 100 for the bias labels
             ax.set_yticks(range(0, 101, 20))
             ax.set_ylabel("Exact match (%)")
             ax.grid(axis="y", linewidth=0.3, alpha=0.6)
             ax.set_axisbelow(True)
-            if dataset:
-                ax.set_title(dataset, fontsize=8)
         fig.legend(handles=list(handles.values()), loc="outside right upper", fontsize=7, frameon=False)
         fig.suptitle(title or "Prediction bias per model", fontsize=9)
         note = (
@@ -618,11 +618,3 @@ def figure2(
 def _drawable(result: Mapping[str, Any]) -> bool:
     """A result with a threshold and a worse segment's mean to draw."""
     return bool(result.get("found")) and not math.isnan(_num(_group(result, _worse_group(result)).get("em_mean")))
-
-
-def _ordered_unique_texts(texts: Iterable[str]) -> list[str]:
-    out: list[str] = []
-    for t in texts:
-        if t not in out:
-            out.append(t)
-    return out
