@@ -150,3 +150,15 @@ def test_strict_environment_raises(tmp_path, monkeypatch):
     monkeypatch.delenv(figures.CHECK_ENV)
     figures.save_figure(fig, tmp_path / "f.png", tmp_path / "f.svg")
     assert (tmp_path / "f.png").exists() and (tmp_path / "f.svg").exists()
+
+
+def test_a_reference_line_or_an_empty_container_is_not_data():
+    fig = _figure()
+    ax = fig.subplots()
+    ax.axhline(0.0, color="0.3")
+    ax.bar([], [])
+    ax.scatter([], [])
+    ax.errorbar([], [], yerr=[], fmt="none")
+    assert figures.check_figure(fig) == ["the panel #1 is empty and says nothing about why"]
+    ax.bar([0.0], [0.0], edgecolor="C0", linewidth=1.0)  # a gap of zero, drawn as a line at zero
+    assert figures.check_figure(fig) == []

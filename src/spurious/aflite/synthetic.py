@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from spurious.aflite import filtering as aflite
+from spurious.core.figures import figure_function, save_figure
 
 SEPARATIONS = (0.8, 0.7, 0.6, 0.4)
 # Table 7: mean dev accuracy (%) and std over 10 seeds, before (D) and after (D(Φ)) AFLite.
@@ -185,14 +186,13 @@ def table7(runs: Sequence[dict[str, Any]]):
     return pd.DataFrame(rows)
 
 
+@figure_function
 def figure2(runs: Sequence[dict[str, Any]], png_path: str, svg_path: str) -> None:
     """Fig. 2: per separation (columns), the first seed's data before (top) and after AFLite (bottom), the two
     circle coordinates coloured by label; captions give both models' dev accuracy."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from spurious.core.io import atomic_path
 
     first: dict[float, dict[str, Any]] = {}
     for r in sorted(runs, key=lambda r: r["seed"]):
@@ -219,7 +219,4 @@ def figure2(runs: Sequence[dict[str, Any]], png_path: str, svg_path: str) -> Non
                 ax.set_xticks([])
                 ax.set_yticks([])
         fig.tight_layout()
-        with atomic_path(png_path) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(svg_path) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        save_figure(fig, png_path, svg_path)

@@ -363,7 +363,9 @@ def overview_figure(result: Mapping[str, Any]) -> str:
     with matplotlib.rc_context({"svg.hashsalt": "spurious-audit-overview", "svg.fonttype": "path", "font.size": 9}):
         fig = Figure(figsize=(10.0, 1.9 + 0.3 * max(len(rows), 1)), layout="constrained")
         ax = fig.subplots()
-        ax.set_title("Every shortcut tested: effect with its 95 % interval, by verdict")
+        against = " against the Human reference" if any(r["reference"] is not None for r in rows) else ""
+        ax.set_title(f"Every heuristic tested: prediction bias{against}, by verdict" if qa else
+                     "Every shortcut tested: effect with its 95 % interval, by verdict")
         if not rows:
             ax.text(0.5, 0.5, "no shortcut could be tested: no feature could be inserted and the usual- or "
                     "unusual-label set is empty", ha="center", va="center", transform=ax.transAxes, wrap=True)
@@ -399,19 +401,33 @@ def overview_figure(result: Mapping[str, Any]) -> str:
 
 @figure_function
 def qa_figure(result: Mapping[str, Any]) -> str:
-    """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2)."""
+    """Prediction bias per heuristic, the model beside the Human reference (as the paper's Figure 2); a heuristic
+    without a threshold says so at its bar, and a figure without any says why (the search's reason)."""
     from matplotlib.figure import Figure
+
+    from spurious.core.figures import explain_empty
+    from spurious.thinktwice.report import no_threshold_text
 
     rows = result["bias"]
     fig = Figure(figsize=(7, 3.2), layout="constrained")
     ax = fig.subplots()
     x = range(len(rows))
+    found = [r.get("threshold") is not None or r.get("found", False) for r in rows]
     ax.bar([i - 0.2 for i in x], [r["prediction_bias"] for r in rows], width=0.4, label="model")
     if any(r["human_bias"] is not None for r in rows):
         ax.bar([i + 0.2 for i in x], [r["human_bias"] or 0.0 for r in rows], width=0.4, label="Human")
     ax.set_xticks(list(x), [r["heuristic"] for r in rows])
     ax.set_ylabel("prediction bias (EM points)")
-    fig.legend(loc="outside right upper")
+    if not any(found):
+        searches = result.get("model_bias") or {}
+        settings = result.get("bias_settings", {})
+        reasons = dict.fromkeys(no_threshold_text({**settings, **searches.get(r["heuristic"], {})}) for r in rows)
+        explain_empty(ax, "; ".join(reasons) + f" (every heuristic: {', '.join(r['heuristic'] for r in rows)})")
+    else:
+        for i, ok in enumerate(found):
+            if not ok:
+                ax.text(i - 0.2, 0, "no threshold", rotation=90, ha="center", va="bottom", fontsize=7, color="0.3")
+        fig.legend(loc="outside right upper", frameon=False)
     return svg_text(fig)
 
 
@@ -420,9 +436,15 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     """Flip rate towards the associated label per inserted feature, with 95 % intervals."""
     from matplotlib.figure import Figure
 
+    from spurious.core.figures import explain_empty
+
     rows = [r for r in result["insertion"] if not _missing(r.get("flip_rate"))]
     fig = Figure(figsize=(8, 0.35 * len(rows) + 1.4), layout="constrained")
     ax = fig.subplots()
+    if not rows:
+        features = ", ".join(dict.fromkeys(str(r["feature"]) for r in result["insertion"]))
+        explain_empty(ax, f"no flip rate: no example was applicable to the inserted features ({features})")
+        return svg_text(fig)
     y = list(range(len(rows)))
     rates = [100.0 * r["flip_rate"] for r in rows]
     errors = [[100.0 * (r["flip_rate"] - r["flip_rate_ci"][0]) for r in rows],
@@ -432,22 +454,25 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
     ax.set_xlabel("flip rate (%)\nof the examples not already predicted the label")
     ax.invert_yaxis()
-    if not rows:
-        ax.text(0.5, 0.5, "no feature could be inserted into any example", ha="center", va="center",
-                transform=ax.transAxes)
     return svg_text(fig)
 
 
 @figure_function
 def permutation_figure(result: Mapping[str, Any]) -> str:
-    """Accuracy on the usual- and unusual-label instances."""
+    """Accuracy on the usual- and unusual-label instances (their counts under the bars); an empty set says so at its
+    bar."""
     from matplotlib.figure import Figure
 
     perm = result["permutation_test"]
     fig = Figure(figsize=(4, 3), layout="constrained")
     ax = fig.subplots()
+    accuracies = [perm["acc_usual"], perm["acc_unusual"]]
     ax.bar([f"usual label U\n({perm['n_usual']})", f"unusual label N\n({perm['n_unusual']})"],
-           [100.0 * perm["acc_usual"], 100.0 * perm["acc_unusual"]], color=["tab:blue", "tab:orange"])
+           [math.nan if _missing(a) else 100.0 * a for a in accuracies], color=["tab:blue", "tab:orange"])
+    for x, value in enumerate(accuracies):
+        if _missing(value):  # the set is empty: no accuracy
+            ax.text(x, 5, "no instances", ha="center", va="bottom", fontsize=8, color="0.3")
+    ax.set_xlim(-0.6, 1.6)  # both slots, even when one bar is missing
     ax.set_ylim(0, 100)
     ax.set_ylabel("accuracy (% of the instances)")
     return svg_text(fig)

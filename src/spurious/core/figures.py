@@ -32,6 +32,7 @@ import functools
 import io
 import math
 import os
+import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
@@ -54,7 +55,8 @@ _COUNT_ATTR = "_spurious_counts"
 F = TypeVar("F", bound=Callable[..., Any])
 
 _REGISTRY: dict[str, Callable[..., Any]] = {}
-_CAPTURES: list[list[Any]] = []
+_DRAW_LOCK = threading.Lock()
+_CAPTURES: list[tuple[list[Any], bool]] = []
 
 
 class FigureCheckError(ValueError):
@@ -96,11 +98,12 @@ def figure_style() -> Iterator[None]:
 
 def count_axis(axis: Any) -> Any:
     """Declare that ``axis`` (an ``Axes.xaxis`` / ``yaxis``) counts (steps, iterations, examples): whole ticks only.
-    Sets ``MaxNLocator(integer=True)`` and marks the axis, so that :func:`check_figure` fails a fractional tick
-    (e.g. one set later by ``set_xticks``). Returns the axis."""
+    Sets ``MaxNLocator(integer=True, min_n_ticks=1)`` (one whole tick rather than fractional ones on a short range)
+    and marks the axis, so that :func:`check_figure` fails a fractional tick (e.g. one set later by ``set_xticks``).
+    Returns the axis."""
     from matplotlib.ticker import MaxNLocator
 
-    axis.set_major_locator(MaxNLocator(integer=True))
+    axis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=1))
     setattr(axis, _COUNT_ATTR, True)
     return axis
 
@@ -110,33 +113,93 @@ def is_count_axis(axis: Any) -> bool:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
+# drawing helpers the figure functions share
+
+
+def fill(text: str, width_in: float, fontsize: float) -> str:
+    """``text`` wrapped (``textwrap.fill``) to lines that fit ``width_in`` inches at ``fontsize`` points (a glyph of
+    DejaVu Sans, matplotlib's font, is taken as 0.6 em wide: a little more than its average)."""
+    import textwrap
+
+    return textwrap.fill(text, width=max(12, int(width_in * 72 / (0.6 * fontsize))), break_on_hyphens=False)
+
+
+def explain_empty(ax: Any, reason: str, *, fontsize: float = 7.0) -> Any:
+    """Say on the panel ``ax``, in words, why it shows nothing (centred, wrapped to the panel's width), and take its
+    ticks away (an empty 0-1 axis would read as data); returns the Text. A panel with no data must carry one
+    (:func:`check_figure`)."""
+    ax.set_xticks([])
+    ax.set_yticks([])
+    width_in = ax.get_position().width * ax.figure.get_size_inches()[0]
+    return ax.text(0.5, 0.5, fill(reason, 0.9 * width_in, fontsize), transform=ax.transAxes, ha="center",
+                   va="center", fontsize=fontsize, color="0.25")
+
+
+def rotate_crowded_ticklabels(axes: Any, *, rotation: float = 90.0, pad_px: float = 2.0) -> list[bool]:
+    """Rotate the x tick labels of each of ``axes`` by ``rotation`` only where, drawn horizontally, two neighbours
+    would touch (closer than ``pad_px``); the others stay horizontal. Draws the figure once to measure the labels.
+    Returns, per axes, whether it was rotated."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+    axes = list(axes)
+    if not axes:
+        return []
+    fig = axes[0].figure
+    if not isinstance(fig.canvas, FigureCanvasAgg):
+        FigureCanvasAgg(fig)
+    with figure_style():
+        fig.canvas.draw()
+    renderer = fig.canvas.get_renderer()
+    rotated = []
+    for ax in axes:
+        lo, hi = sorted(ax.get_xlim())
+        labels = [t for t, x in zip(ax.get_xticklabels(), ax.get_xticks(), strict=False)
+                  if t.get_visible() and t.get_text().strip() and lo <= x <= hi]
+        boxes = sorted((t.get_window_extent(renderer) for t in labels), key=lambda b: b.x0)
+        crowded = any(a.x1 + pad_px > b.x0 for a, b in zip(boxes, boxes[1:], strict=False))
+        if crowded:
+            ax.tick_params(axis="x", labelrotation=rotation)
+            if abs(rotation) % 180 != 90:  # slanted: the label's end under its tick
+                for t in ax.get_xticklabels():
+                    t.set_horizontalalignment("right")
+                    t.set_rotation_mode("anchor")
+        rotated.append(crowded)
+    return rotated
+
+
+# ----------------------------------------------------------------------------------------------------------------------
 # writing
 
 
 @contextlib.contextmanager
-def capture_figures() -> Iterator[list[Any]]:
-    """Collect every figure :func:`save_figure` or :func:`svg_text` writes inside the block (for the tests, which
-    check the figure objects a figure function drew)."""
+def capture_figures(*, write: bool = True) -> Iterator[list[Any]]:
+    """Collect every figure :func:`save_figure` or :func:`svg_text` is given inside the block (for the tests, which
+    check the figure objects a figure function drew). ``write=False``: write no file (and :func:`svg_text` returns
+    "") inside the block, for tests of the layout alone (saving takes most of a figure's time)."""
     captured: list[Any] = []
-    _CAPTURES.append(captured)
+    entry = (captured, write)
+    _CAPTURES.append(entry)
     try:
         yield captured
     finally:
-        _CAPTURES.remove(captured)
+        _CAPTURES[:] = [e for e in _CAPTURES if e is not entry]
 
 
-def _before_writing(fig: Any) -> None:
-    for captured in _CAPTURES:
+def _before_writing(fig: Any) -> bool:
+    """Hand ``fig`` to the active captures and, with :data:`CHECK_ENV` set, check it; whether to write it."""
+    for captured, _ in _CAPTURES:
         captured.append(fig)
     if os.environ.get(CHECK_ENV) == "1":
         assert_readable(fig)
+    return all(write for _, write in _CAPTURES)
 
 
 def save_figure(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
     """Write ``fig`` as PNG (:data:`PNG_DPI`) then SVG, each atomically, without the dates and software versions
     that would make the bytes differ between runs (set ``svg.hashsalt`` in the figure's rc context for stable SVG
     ids)."""
-    _before_writing(fig)
+    if not _before_writing(fig):
+        return
     with figure_style():
         with atomic_path(Path(png_path)) as tmp:
             fig.savefig(tmp, format="png", dpi=PNG_DPI, metadata={"Software": None})
@@ -146,7 +209,8 @@ def save_figure(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLi
 
 def svg_text(fig: Any) -> str:
     """``fig`` as an inline ``<svg>`` element (for an HTML page), without the XML prologue."""
-    _before_writing(fig)
+    if not _before_writing(fig):
+        return ""
     buffer = io.StringIO()
     with figure_style():
         fig.savefig(buffer, format="svg", metadata={"Date": None, "Creator": None})
@@ -194,29 +258,38 @@ def check_figure(fig: Any) -> list[str]:
     return problems
 
 
+def drawn_texts(fig: Any) -> list[Any]:
+    """The Text artists a draw of ``fig`` puts on the canvas (non-empty, visible, inside the view), in drawing order."""
+    return _draw_recording_texts(fig)[1]
+
+
 def _draw_recording_texts(fig: Any) -> tuple[Any, list[Any]]:
-    """Draw ``fig`` and return (renderer, the Text artists actually drawn, in drawing order): the renderer's
-    ``draw_text`` receives each drawn Text as ``mtext``, so ticks outside the view, invisible artists and empty
-    strings are left out as the renderer leaves them out."""
+    """Draw ``fig`` and return (renderer, the Text artists actually drawn, in drawing order).
+
+    ``Text.draw`` is wrapped for the one draw (under a lock; matplotlib's drawing is not thread-safe anyway) and
+    records each text it is called on that it draws (visible, not empty): ticks outside the view, annotations whose
+    point is outside their axes and artists of invisible parents are left out as the renderer leaves them out. (The
+    renderer's ``draw_text`` would not do: it is not told the artist of a text of several lines.)"""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.text import Text
 
     if not isinstance(fig.canvas, FigureCanvasAgg):
         FigureCanvasAgg(fig)
-    renderer = fig.canvas.get_renderer()
     drawn: dict[int, Any] = {}
-    draw_text = renderer.draw_text
+    with _DRAW_LOCK:
+        text_draw = Text.draw
 
-    def recording(gc: Any, x: float, y: float, s: str, prop: Any, angle: float, ismath: Any = False, mtext: Any = None):
-        if mtext is not None:
-            drawn.setdefault(id(mtext), mtext)
-        return draw_text(gc, x, y, s, prop, angle, ismath=ismath, mtext=mtext)
+        def recording(self: Any, renderer: Any) -> Any:
+            if self.get_visible() and self.get_text() != "":
+                drawn.setdefault(id(self), self)
+            return text_draw(self, renderer)
 
-    renderer.draw_text = recording
-    try:
-        with figure_style():
-            fig.canvas.draw()
-    finally:
-        del renderer.draw_text
+        Text.draw = recording
+        try:
+            with figure_style():
+                fig.canvas.draw()
+        finally:
+            Text.draw = text_draw
     return fig.canvas.get_renderer(), list(drawn.values())
 
 
@@ -248,6 +321,10 @@ def _box_polygon(box: Any) -> list[tuple[float, float]]:
 def _polygons_overlap(a: list[tuple[float, float]], b: list[tuple[float, float]]) -> bool:
     """Two convex polygons overlap by more than the tolerance along every separating axis (the separating axis
     theorem: they are apart if their projections on some edge normal are apart)."""
+    for k in (0, 1):  # their bounding boxes first: most pairs are far apart
+        if min(max(p[k] for p in a), max(p[k] for p in b)) - max(min(p[k] for p in a), min(p[k] for p in b)) \
+                <= _TOLERANCE_PX:
+            return False
     for poly in (a, b):
         for (x0, y0), (x1, y1) in zip(poly, poly[1:] + poly[:1], strict=True):
             nx, ny = y0 - y1, x1 - x0
@@ -372,15 +449,45 @@ def _count_axis_problems(fig: Any) -> list[str]:
 
 
 def _empty_panel_problems(fig: Any, drawn: list[Any]) -> list[str]:
-    """A visible panel (not a colour bar) with no data and no drawn text inside it says nothing."""
+    """A visible panel (not a colour bar) with no data drawn in it and no text inside it says nothing: a reference
+    line (``axhline`` / ``axvline``), an empty collection or a bar of no height and no edge is not data."""
     problems = []
+    on_canvas = {id(t) for t in drawn}
     for ax in fig.get_axes():
-        if not ax.get_visible() or hasattr(ax, "_colorbar") or ax.has_data():
+        if not ax.get_visible() or hasattr(ax, "_colorbar") or _shows_data(ax):
             continue
-        inside = [t for t in ax.texts if t in drawn and t.get_text().strip()]
-        if not inside:
+        if not [t for t in ax.texts if id(t) in on_canvas and t.get_text().strip()]:
             problems.append(f"the panel {_describe_axes(ax)} is empty and says nothing about why")
     return problems
+
+
+def _shows_data(ax: Any) -> bool:
+    import numpy as np
+    from matplotlib.collections import PathCollection
+
+    reference = (ax.get_xaxis_transform(which="grid"), ax.get_yaxis_transform(which="grid"))
+    for line in ax.lines:
+        if line.get_visible() and line.get_transform() not in reference:
+            x, y = (np.asarray(v, dtype=float) for v in line.get_data())
+            if (np.isfinite(x) & np.isfinite(y)).any():
+                return True
+    for patch in ax.patches:
+        if not patch.get_visible():
+            continue
+        box = patch.get_extents()
+        edge = patch.get_linewidth() > 0 and patch.get_edgecolor()[3] > 0
+        if np.isfinite([box.x0, box.y0, box.x1, box.y1]).all() and (box.width * box.height > 0 or edge):
+            return True
+    for collection in ax.collections:
+        if not collection.get_visible():
+            continue
+        if isinstance(collection, PathCollection):  # a scatter: its points are the offsets
+            points = np.asarray(collection.get_offsets(), dtype=float).reshape(-1, 2)
+            if np.isfinite(points).all(axis=1).any():
+                return True
+        elif any(len(path.vertices) for path in collection.get_paths()):
+            return True
+    return any(image.get_visible() for image in ax.images)
 
 
 def _figure_title(fig: Any) -> str:
