@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spurious.audit import verdict
-from spurious.core.figures import figure_function, svg_text
+from spurious.core.figures import explain_empty, figure_function, svg_text
 
 SUMMARY_COLUMNS = ("shortcut", "evidence", "effect (points)", "95 % interval (points)", "effect class", "test result",
                    "verdict")
@@ -367,10 +367,8 @@ def overview_figure(result: Mapping[str, Any]) -> str:
         ax.set_title(f"Every heuristic tested: prediction bias{against}, by verdict" if qa else
                      "Every shortcut tested: effect with its 95 % interval, by verdict")
         if not rows:
-            ax.text(0.5, 0.5, "no shortcut could be tested: no feature could be inserted and the usual- or "
-                    "unusual-label set is empty", ha="center", va="center", transform=ax.transAxes, wrap=True)
-            ax.set_xticks([])
-            ax.set_yticks([])
+            explain_empty(ax, "no shortcut could be tested: no feature could be inserted into any example, and the "
+                          "usual- or the unusual-label set is empty", fontsize=9)
             return svg_text(fig)
         y = list(range(len(rows)))
         ax.axvline(0.0, color="0.55", linestyle="--", linewidth=0.9, label="0: no effect", zorder=1)
@@ -405,7 +403,6 @@ def qa_figure(result: Mapping[str, Any]) -> str:
     without a threshold says so at its bar, and a figure without any says why (the search's reason)."""
     from matplotlib.figure import Figure
 
-    from spurious.core.figures import explain_empty
     from spurious.thinktwice.report import no_threshold_text
 
     rows = result["bias"]
@@ -435,8 +432,6 @@ def qa_figure(result: Mapping[str, Any]) -> str:
 def insertion_figure(result: Mapping[str, Any]) -> str:
     """Flip rate towards the associated label per inserted feature, with 95 % intervals."""
     from matplotlib.figure import Figure
-
-    from spurious.core.figures import explain_empty
 
     rows = [r for r in result["insertion"] if not _missing(r.get("flip_rate"))]
     fig = Figure(figsize=(8, 0.35 * len(rows) + 1.4), layout="constrained")
@@ -588,7 +583,8 @@ def render_html(result: Mapping[str, Any]) -> str:
         parts.append("<h2>Feature-insertion test</h2>")
         rows = insertion_rows(result)
         parts.append(_table(rows, list(rows[0]) if rows else ["feature"], "insertion"))
-        figures.append(("figure-insertion", insertion_figure(result), "Flip rate per inserted feature, with its 95 % Clopper–Pearson interval (red: takes the shortcut)"))
+        figures.append(("figure-insertion", insertion_figure(result), "Flip rate per inserted feature, with its 95 % "
+                        "Clopper–Pearson interval (red: takes the shortcut)"))
         if pred := result.get("predictability"):
             parts.append("<h2>Training data: AFLite predictability</h2>")
             if pred.get("computed"):

@@ -37,7 +37,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from spurious.core.io import atomic_path
+from spurious.core.io import atomic_paths
 
 #: The widest figure a page or slide holds at a readable font size: 16 in = 2,400 px at 150 dpi.
 MAX_WIDTH_IN = 16.0
@@ -195,16 +195,15 @@ def _before_writing(fig: Any) -> bool:
 
 
 def save_figure(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
-    """Write ``fig`` as PNG (:data:`PNG_DPI`) then SVG, each atomically, without the dates and software versions
+    """Write ``fig`` as PNG (:data:`PNG_DPI`) and SVG, the two together (:func:`~spurious.core.io.atomic_paths`: a
+    failure leaves both previous files, never a new PNG beside an old SVG), without the dates and software versions
     that would make the bytes differ between runs (set ``svg.hashsalt`` in the figure's rc context for stable SVG
     ids)."""
     if not _before_writing(fig):
         return
-    with figure_style():
-        with atomic_path(Path(png_path)) as tmp:
-            fig.savefig(tmp, format="png", dpi=PNG_DPI, metadata={"Software": None})
-        with atomic_path(Path(svg_path)) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+    with figure_style(), atomic_paths(Path(png_path), Path(svg_path)) as (png_tmp, svg_tmp):
+        fig.savefig(png_tmp, format="png", dpi=PNG_DPI, metadata={"Software": None})
+        fig.savefig(svg_tmp, format="svg", metadata={"Date": None, "Creator": None})
 
 
 def svg_text(fig: Any) -> str:
