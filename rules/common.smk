@@ -94,7 +94,6 @@ def index_entries():
                 {
                     "path": str(f),
                     "caption": caption,
-                    "section": flag.category or "",
                     "paper": INDEX_PAPERS.get(flag.category, flag.category or "Other"),
                     "siblings": [
                         o

@@ -20,7 +20,6 @@ from typing import Any
 from spurious.core.io import atomic_path
 
 FIGURE_SUFFIXES = (".png", ".svg")
-TABLE_SUFFIXES = (".csv", ".md")
 
 STYLE = """
 body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; padding: 0 1rem; color: #222; }
@@ -33,12 +32,10 @@ body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; 
 
 
 def rst_caption(text: str) -> str:
-    """A report caption (reStructuredText) as HTML: escaped, with ````literal````, ``**strong**`` and ``*emphasis*``
-    marked up and rst's backslash escapes removed."""
+    """A report caption (reStructuredText, as the captions in ``report/`` use it) as HTML: escaped, ````literal````
+    as code, rst's backslash escapes (``\\|``) removed."""
     out = html.escape(" ".join(text.split()))
     out = re.sub(r"``(.+?)``", r"<code>\1</code>", out)
-    out = re.sub(r"\*\*(.+?)\*\*", r"<strong>\1</strong>", out)
-    out = re.sub(r"(?<![\w*])\*(?!\s)(.+?)(?<!\s)\*(?![\w*])", r"<em>\1</em>", out)
     return re.sub(r"\\(.)", r"\1", out)
 
 
@@ -75,8 +72,8 @@ def _entry(entry: Mapping[str, Any], root: Path) -> str:
 
 def index_html(entries: Sequence[Mapping[str, Any]], reports: Iterable[str | os.PathLike], root: str | os.PathLike,
                *, title: str = "spurious: results") -> str:
-    """The page. ``entries``: one per table or figure (``path``, ``caption`` text, ``paper``, ``section``, and the
-    ``siblings`` written with it: the Markdown beside a CSV, the SVG beside a PNG), listed when ``path`` exists, by
+    """The page. ``entries``: one per table or figure (``path``, ``caption`` text, ``paper``, and the ``siblings``
+    written with it: the Markdown beside a CSV, the SVG beside a PNG), listed when ``path`` exists, by
     paper in the order given, figures first; ``reports``: HTML pages to link (those that exist)."""
     root = Path(root)
     present = [e for e in entries if Path(e["path"]).is_file()]
