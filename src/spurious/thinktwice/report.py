@@ -524,16 +524,18 @@ def figure2(
     chunks = [heuristics[i : i + per_row] for i in range(0, len(heuristics), per_row)]
     panels = []
     for dataset in datasets:
-        if any(_drawable(r) for (_, d, _), r in index.items() if d == dataset):
+        if _any_drawable(index, dataset):
             panels += [(dataset, chunk) for chunk in chunks]
         else:  # nothing to draw: one panel that says why
             panels.append((dataset, heuristics))
     fig_w = min(figures.MAX_WIDTH_IN, max(6.0, 1.0 + per_row * group_in + _LEGEND_IN))
     rc = {"svg.hashsalt": "spurious-figure2", "svg.fonttype": "path", "font.size": 8, "hatch.linewidth": 0.6}
     with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(fig_w, 2.9 * len(panels) + 0.9), layout="constrained")
+        # a panel with nothing to draw only says why: it needs less height
+        heights = [2.9 if _any_drawable(index, dataset) else 1.3 for dataset, _ in panels]
+        fig = Figure(figsize=(fig_w, sum(heights) + 0.9), layout="constrained")
         FigureCanvasAgg(fig)
-        axes = fig.subplots(len(panels), 1, squeeze=False)[:, 0]
+        axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
         cmap = matplotlib.colormaps["tab10"]
         colors = {m: ((0.45, 0.45, 0.45, 1.0) if _is_human(m) else cmap(i % 10)) for i, m in enumerate(models)}
         handles: dict[str, Any] = {}
@@ -587,8 +589,7 @@ def figure2(
             if dataset:
                 ax.set_title(dataset, fontsize=8)
             if panel_empty:
-                reasons = dict.fromkeys(no_threshold_text(r) for r in missing.values())
-                figures.explain_empty(ax, "; ".join(reasons) + f" (every heuristic: {', '.join(chunk)})")
+                figures.explain_empty(ax, _reasons_text(missing))
                 continue
             group_in_axes = 0.8 / (per_row + 0.2)  # a group's share of the panel's width
             for i, h in enumerate(chunk):
@@ -610,9 +611,25 @@ def figure2(
             f"Lower bars: the worse segment's EM mean (error bar: 2.5–97.5% quantiles); upper bars: prediction "
             f"bias in EM points (pts), from the worse segment's 97.5% quantile; {_settings_text(results)}."
         )
-        note += "".join(f" {reason.capitalize()}: {', '.join(where)}." for reason, where in footnotes.items())
+        note += "".join(f" {reason[0].upper()}{reason[1:]}: {', '.join(where)}." for reason, where in footnotes.items())
         fig.supxlabel(figures.fill(note, fig_w * 0.95, 6), fontsize=6)
         save_figure(fig, png_path, svg_path)
+
+
+def _reasons_text(missing: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """Why the (heuristic, model) searches of a panel found no threshold: the reason, and which heuristics it holds
+    for when they differ."""
+    by_reason: dict[str, dict[str, None]] = {}
+    for (h, _), r in missing.items():
+        by_reason.setdefault(no_threshold_text(r), {})[h] = None
+    if len(by_reason) == 1:
+        ((reason, hs),) = by_reason.items()
+        return f"{reason} (every heuristic: {', '.join(hs)})"
+    return "; ".join(f"{reason} ({', '.join(hs)})" for reason, hs in by_reason.items())
+
+
+def _any_drawable(index: Mapping[tuple[str, str, str], Mapping[str, Any]], dataset: str) -> bool:
+    return any(_drawable(r) for (_, d, _), r in index.items() if d == dataset)
 
 
 def _drawable(result: Mapping[str, Any]) -> bool:
