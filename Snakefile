@@ -60,6 +60,7 @@ include: "rules/spurious.smk"
 include: "rules/audit_functions.smk"
 include: "rules/audit.smk"
 include: "rules/report.smk"
+include: "rules/index.smk"
 
 
 report: "report/workflow.rst"

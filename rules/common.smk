@@ -1,8 +1,12 @@
-# What every track's rules use: the normalised split files, the derivations, the settings params and the
-# all target. Each track's own helpers are in rules/<track>_functions.smk (Think Twice: thinktwice_functions.smk).
+# What every track's rules use: the normalised split files, the derivations, the settings params, the all
+# target and the index of the report files. Each track's own helpers are in rules/<track>_functions.smk (Think
+# Twice: thinktwice_functions.smk).
 
 import hashlib
 import json
+import os
+
+from snakemake.io import is_flagged
 
 from spurious.core.config import RuleSettings, result_settings
 
@@ -42,7 +46,13 @@ MODEL_OF_RULE = {}
 
 
 def all_targets():
-    targets = report_files() + segment_files() if config["models"] else []
+    segments = segment_files() if config["models"] else []
+    return report_targets() + segments + ["results/index.html"]
+
+
+def report_targets():
+    """Every table, figure and page the config's reports write (the index rule's inputs)."""
+    targets = report_files() if config["models"] else []
     if LEXICAL:
         targets += lexical_report_files()
     if AFLITE:
@@ -56,6 +66,49 @@ def all_targets():
     if FIGURE4:
         targets += expand("results/report/{name}", name=FIGURE4_REPORT)
     return targets
+
+
+# results/index.html (rules/index.smk) lists the report files by paper: the paper of each report() category.
+INDEX_PAPERS = {
+    "Prediction bias": "Think Twice (Mikula et al., EACL 2024)",
+    "Models": "Think Twice (Mikula et al., EACL 2024)",
+    "Debiasing": "Think Twice (Mikula et al., EACL 2024)",
+    "Lexical bias": "Stubborn Lexical Bias (Serrano, Dodge, Smith, ACL Findings 2023)",
+    "AFLite": "AFLite (Le Bras et al., ICML 2020)",
+    "SpuriousBench": "SpuriousBench (Joshi, Pan, He 2022)",
+}
+
+
+def index_entries():
+    """Every output any rule registers for the report (``report()``, whatever the config), with its caption's text,
+    its paper (INDEX_PAPERS; an unknown category is its own section) and the outputs of the same rule and name
+    written with it (the Markdown beside a CSV, the SVG beside a PNG). Called when the DAG is built, when every
+    rule exists."""
+    entries = []
+    for r in workflow.rules:
+        outputs = [str(f) for f in r.output]
+        for f in r.output:
+            if not is_flagged(f, "report"):
+                continue
+            flag = f.flags["report"]
+            # read as `snakemake --report` reads it (also when the workflow runs as a module from elsewhere)
+            caption = (
+                workflow.sourcecache.open(flag.caption).read() if flag.caption else ""
+            )
+            stem = os.path.splitext(str(f))[0]
+            entries.append(
+                {
+                    "path": str(f),
+                    "caption": caption,
+                    "paper": INDEX_PAPERS.get(flag.category, flag.category or "Other"),
+                    "siblings": [
+                        o
+                        for o in outputs
+                        if o != str(f) and os.path.splitext(o)[0] == stem
+                    ],
+                }
+            )
+    return entries
 
 
 def settings_key(settings):

@@ -71,7 +71,11 @@ rule debias_report:
             category="Debiasing",
         ),
         table1_md="results/report/debias/table1.md",
-        methods_bias_csv="results/report/debias/methods_bias.csv",
+        methods_bias_csv=report(
+            "results/report/debias/methods_bias.csv",
+            caption="../report/methods_bias.rst",
+            category="Debiasing",
+        ),
         methods_bias_md="results/report/debias/methods_bias.md",
         cross_bias_csv="results/report/debias/cross_bias.csv",
         cross_bias_md="results/report/debias/cross_bias.md",

@@ -15,6 +15,9 @@ NQ_DEV = SHARED / "data" / "naturalquestions_isbiased" / "nq_dev_formatted.json.
 os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Every figure a test writes, in this process or in a tiny workflow run it starts, must pass the readability check
+# (spurious.core.figures.check_figure): the figure functions raise instead of writing an unreadable one.
+os.environ.setdefault("SPURIOUS_CHECK_FIGURES", "1")
 
 # `make test` runs the suite over pytest-xdist workers, one per core (files stay whole on one worker, so a module's
 # tiny workflow run is built once). Each worker then keeps to one core: its tiny workflows run with `--cores 1` (which

@@ -1,7 +1,11 @@
-"""The audit page as headless Chromium builds it: the DOM it dumps, read back into tables and texts by element id."""
+"""The audit page as headless Chromium builds it: the DOM it dumps, read back into tables and texts by element id, and
+the layout it computes at a window width (:func:`measure`)."""
 
 from __future__ import annotations
 
+import html
+import json
+import re
 import shutil
 import subprocess
 from html.parser import HTMLParser
@@ -84,3 +88,41 @@ def parse(dom: str) -> Page:
     page = Page()
     page.feed(dom)
     return page
+
+
+# Run by Chromium in a copy of the page once it has loaded (images included): the page's and each table box's widths
+# and every image's state, written into the DOM that --dump-dom prints.
+_MEASURE = """<script>
+window.addEventListener("load", () => {
+  const d = document.documentElement;
+  const box = (e) => ({id: e.id, left: e.getBoundingClientRect().left, right: e.getBoundingClientRect().right,
+                       top: e.getBoundingClientRect().top, scrollWidth: e.scrollWidth, clientWidth: e.clientWidth});
+  const out = {scrollWidth: d.scrollWidth, clientWidth: d.clientWidth,
+    boxes: [...document.querySelectorAll(".table-box")].map(box),
+    tables: [...document.querySelectorAll("table")].map((t) => ({id: t.id, box: t.parentElement.className})),
+    figures: [...document.querySelectorAll("figure")].map(box),
+    images: [...document.images].map((i) => ({figure: i.closest("figure") && i.closest("figure").id, alt: i.alt,
+      complete: i.complete, naturalWidth: i.naturalWidth, width: i.getBoundingClientRect().width,
+      top: i.getBoundingClientRect().top}))};
+  const pre = document.createElement("pre");
+  pre.id = "spurious-measure";
+  pre.textContent = JSON.stringify(out);
+  document.body.appendChild(pre);
+});
+</script>"""
+
+
+def measure(page: Path, profile: Path, width: int) -> dict:
+    """The layout of ``page`` in a window ``width`` CSS pixels wide: the document's ``scrollWidth`` and
+    ``clientWidth``, each ``.table-box`` (id, left, right, top, scrollWidth, clientWidth), each table's box class,
+    each figure's box and each image (its figure, alt text, whether it loaded, natural and shown width)."""
+    probe = profile.parent / f"measure-{width}-{page.name}"  # beside the profile: the page's folder stays as it is
+    probe.write_text(page.read_text(encoding="utf-8").replace("</body>", _MEASURE + "</body>"), encoding="utf-8")
+    try:
+        proc = subprocess.run([chromium(), *flags(profile), f"--window-size={width},1000", "--dump-dom",
+                               f"file://{probe}"], capture_output=True, text=True, timeout=120)
+    finally:
+        probe.unlink()
+    found = re.search(r'<pre id="spurious-measure">(.*?)</pre>', proc.stdout, re.S)
+    assert found, f"Chromium printed no measurements: {proc.stderr[-2000:]}"
+    return json.loads(html.unescape(found.group(1)))

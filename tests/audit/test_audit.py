@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.audit import verdict
+from spurious.audit import report, verdict
 from spurious.audit.command import run_audit
 from spurious.cli import main
-from spurious.core import classification
+from spurious.core import classification, figures
 from tests.audit import browser
 from tests.conftest import SHARED
 
@@ -57,20 +57,31 @@ def planted(tmp_path_factory):
     return work, model
 
 
-def test_planted_token_is_flagged_and_a_control_token_is_not(planted):
+@pytest.fixture(scope="module")
+def audited(planted):
+    """One audit of the planted model (with its training data, the planted token and the control word "film"), with
+    the figure check on: a figure that fails spurious.core.figures.check_figure fails the audit."""
     work, model = planted
-    result = run_audit(str(model), "classification", work / "audit", data=str(work / "test.parquet"),
-                       train=str(work / "train.parquet"), tokens=("zxq", "film"), device="cpu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv(figures.CHECK_ENV, "1")
+        result = run_audit(str(model), "classification", work / "audit", data=str(work / "test.parquet"),
+                           train=str(work / "train.parquet"), tokens=("zxq", "film"), device="cpu")
+    return work / "audit", result
+
+
+def test_planted_token_is_flagged_and_a_control_token_is_not(audited):
+    out, result = audited
     rows = {r["feature"]: r for r in result["insertion"]}
     assert rows["token:zxq"]["label"] == "positive" and rows["token:zxq"]["p"] < 1e-6
     assert rows["token:zxq"]["flagged"]
     assert rows["token:film"]["p"] > 1e-3 and not rows["token:film"]["flagged"]
     # the written files hold the same numbers, and the page has the summary table and every figure
-    saved = json.loads((work / "audit" / "audit.json").read_text())
+    saved = json.loads((out / "audit.json").read_text())
     assert {r["feature"]: r["p"] for r in saved["insertion"]}["token:zxq"] == pytest.approx(rows["token:zxq"]["p"])
     assert saved["data"]["why"] == "given with --data" and saved["train"]["sha256"]
-    page = (work / "audit" / "report.html").read_text()
-    for anchor in ("id=\"summary\"", "figure-permutation", "figure-insertion", "inserted token:zxq → positive"):
+    page = (out / "report.html").read_text()
+    for anchor in ("id=\"summary\"", "figure-overview", "figure-permutation", "figure-insertion",
+                   "inserted token:zxq → positive"):
         assert anchor in page, anchor
 
 
@@ -106,26 +117,37 @@ def test_bad_input_fails_with_one_line(planted, tmp_path, capsys):
     assert not (tmp_path / "out" / "audit.json").exists()
 
 
-@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
-def test_report_renders_in_headless_chromium(planted, tmp_path):
+needs_chromium = pytest.mark.skipif(browser.chromium() is None,
+                                    reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+
+
+@pytest.fixture(scope="module")
+def rendered(audited, tmp_path_factory):
+    """The page as Chromium builds it (the DOM read back by element id), and its layout in a window 1200 and 700
+    CSS pixels wide."""
+    out, _ = audited
+    profile = tmp_path_factory.mktemp("chromium") / "profile"
+    page = browser.parse(browser.dump_dom(out / "report.html", profile))
+    layout = {width: browser.measure(out / "report.html", profile, width) for width in (1200, 700)}
+    return page, layout
+
+
+@needs_chromium
+def test_report_renders_in_headless_chromium(audited, rendered, tmp_path):
     """The page as a browser builds it: the summary table with a row per diagnostic and an effect class in each, the
-    verdict rule and the effect-size cut-offs in words, the settings as key / value rows, and every figure as an
-    SVG."""
+    verdict rule and the effect-size cut-offs in words, the settings as key / value rows, and every figure."""
     import subprocess
 
-    work, model = planted
-    out = tmp_path / "audit"
-    run_audit(str(model), "classification", out, data=str(work / "test.parquet"), tokens=("zxq",), device="cpu")
-    page = f"file://{out / 'report.html'}"
-    parsed = browser.parse(browser.dump_dom(out / "report.html", tmp_path / "profile"))
+    out, _ = audited
+    parsed, _ = rendered
     shot = tmp_path / "page.png"
     subprocess.run([browser.chromium(), *browser.flags(tmp_path / "profile"), f"--screenshot={shot}",
-                    "--window-size=1200,2400", page], capture_output=True, timeout=120)
+                    "--window-size=1200,2400", f"file://{out / 'report.html'}"], capture_output=True, timeout=120)
     result = json.loads((out / "audit.json").read_text())
-    # a header row, the permutation test, and one row per inserted feature
+    # a header row, the permutation test, and one row per inserted feature (a BiLSTM has no AFLite row)
     summary = parsed.rows("summary")
     assert len(parsed.tables["summary"]) == 1 + len(result["summary"]) == 1 + 1 + len(result["insertion"])
-    assert parsed.figures == {"figure-permutation": 1, "figure-insertion": 1}
+    assert parsed.figures == {"figure-overview": 0, "figure-permutation": 1, "figure-insertion": 1}  # 0: an <img>
     assert shot.stat().st_size > 10_000  # a rendered page, not a blank one
     # the effect class of every row: the permutation test's accuracy gap, each feature's net shift, in points
     perm = result["permutation_test"]
@@ -136,7 +158,7 @@ def test_report_renders_in_headless_chromium(planted, tmp_path):
     assert expected[1:] == [r["effect_size_class"] for r in result["insertion"]]
     zxq = next(r for r in summary if r["shortcut"] == "inserted token:zxq → positive")
     assert zxq["verdict"] == "takes the shortcut" and zxq["effect class"] == "large"
-    assert [r["effect_size_class"] for r in parsed.rows("insertion")] == expected[1:]
+    assert [r["effect class"] for r in parsed.rows("insertion")] == expected[1:]
     # the rule and the cut-offs in words, as audit.json states them
     rule, effect = parsed.texts["rule-verdict"], parsed.texts["rule-effect"]
     for words in ("Verdict rule.", "exact one-sided permutation test", "p < 0.05", "McNemar's exact test",
@@ -148,6 +170,136 @@ def test_report_renders_in_headless_chromium(planted, tmp_path):
         assert words in effect, words
     assert [r["class"] for r in parsed.rows("effect-classes")] == list(verdict.EFFECT_CLASSES)
     settings = {r["setting"]: r["value"] for r in parsed.rows("settings")}
-    assert settings["alpha"] == "0.05" and settings["top_k"] == "50" and settings["insert_tokens"] == "zxq"
+    assert settings["alpha"] == "0.05" and settings["top_k"] == "50" and settings["insert_tokens"] == "zxq, film"
     assert settings["label mapping"] == "by name"
     assert not any("{" in cell for row in parsed.tables["settings"] for cell in row)
+
+
+def _interval(cell: str) -> tuple[float, float]:
+    low, high = cell.strip("[]").split(", ")
+    return float(low), float(high)
+
+
+@needs_chromium
+def test_page_opens_with_the_overview_figure(audited, rendered):
+    """At the top, before the summary: one figure (an image with alt text, loaded) of every shortcut tested, its effect
+    in points with its 95 % interval beside it, drawn under the figure check."""
+    out, result = audited
+    parsed, layout = rendered
+    page = layout[1200]
+    (image,) = [i for i in page["images"] if i["figure"] == "figure-overview"]
+    assert image["complete"] and image["naturalWidth"] > 0 and image["width"] > 600
+    figures_top = {f["id"]: f["top"] for f in page["figures"]}
+    boxes_top = {b["id"]: b["top"] for b in page["boxes"]}
+    assert figures_top["figure-overview"] < boxes_top["summary-box"] == min(boxes_top.values())
+    # the alt text and the figure name every shortcut tested with the summary's effect and interval, in points
+    summary = parsed.rows("summary")
+    assert image["alt"].startswith(f"The effect in points of each of the {len(summary)} shortcuts tested")
+    with figures.capture_figures() as drawn:
+        report.overview_figure(result)
+    (fig,) = drawn
+    assert figures.check_figure(fig) == [] and fig.get_size_inches()[0] <= figures.MAX_WIDTH_IN
+    ax = fig.axes[0]
+    names = [t.get_text() for t in ax.get_yticklabels()]
+    numbers = [t.get_text() for t in ax.child_axes[0].get_yticklabels()]
+    assert names == ["lexical cues: ACC(U) − ACC(N)"] + [f"{r['feature']} → {r['label']}" for r in result["insertion"]]
+    for name, number, row in zip(names, numbers, summary, strict=True):
+        assert number == f"{row['effect (points)']} {row['95 % interval (points)']}"
+        assert f"{name}: {number} points" in image["alt"]
+        assert row["verdict"] in image["alt"]
+
+
+@needs_chromium
+def test_every_rate_names_its_denominator(audited, planted, rendered):
+    """A flip rate is over the examples not already predicted the feature's label: the page says how many, and that
+    number is the model's own count before any insertion (predicted here independently)."""
+    from spurious.lexical.bilstm import predict_bilstm
+
+    out, result = audited
+    work, model = planted
+    parsed, _ = rendered
+    data = classification.read_parquet(work / "test.parquet")
+    before = predict_bilstm(model, data, device="cpu")["prediction"].to_numpy()
+    names = data.attrs["label_names"]
+    evidence = {r["shortcut"]: r["evidence"] for r in parsed.rows("summary")}
+    table = {r["feature"]: r for r in parsed.rows("insertion")}
+    for r in result["insertion"]:
+        m = int(np.sum(before != names.index(r["label"])))
+        assert r["n_not_predicted_label_before"] == m and r["n_predicted_label_before"] == len(data) - m
+        words = (f"{r['flips_towards']} of {m} examples not already predicted as {r['label']} flipped to it "
+                 f"(flip rate {100 * r['flips_towards'] / m:.1f}\u00a0%); {r['flips_away']} of {len(data) - m} "
+                 f"predicted as {r['label']} flipped away")
+        assert words in evidence[f"inserted {r['feature']} → {r['label']}"]
+        row = table[r["feature"]]
+        assert row["flipped to the label (examples, of those not predicted it before)"] == f"{r['flips_towards']} of {m}"
+        assert row["flipped away (examples, of those predicted it before)"] == f"{r['flips_away']} of {len(data) - m}"
+    perm = result["permutation_test"]
+    lexical = next(v for k, v in evidence.items() if k.startswith("lexical cues"))
+    assert (f"ACC(U) {perm['correct_usual']} of {perm['n_usual']} usual-label instances correct" in lexical
+            and f"ACC(N) {perm['correct_unusual']} of {perm['n_unusual']} unusual-label instances" in lexical)
+    correct = int(np.sum(before == data["label"].to_numpy()))
+    assert parsed.texts["accuracy"].startswith(f"{correct} of {len(data)} examples correct")
+
+
+@needs_chromium
+def test_each_column_holds_one_unit(audited, rendered):
+    """The summary's effect is in points for every row (an inserted feature's net shift, the accuracy gap), with its
+    interval in points beside it; the detail tables name each column's unit."""
+    out, result = audited
+    parsed, _ = rendered
+    summary = parsed.rows("summary")
+    perm = result["permutation_test"]
+    expected = [perm["accuracy_gap_points"]] + [100 * r["net_shift"] for r in result["insertion"]]
+    intervals = [perm["accuracy_gap_ci_points"]] + [[100 * x for x in r["net_shift_ci"]] for r in result["insertion"]]
+    for row, effect, (low, high) in zip(summary, expected, intervals, strict=True):
+        assert float(row["effect (points)"]) == pytest.approx(effect, abs=0.005)
+        assert _interval(row["95 % interval (points)"]) == pytest.approx((low, high), abs=0.005)
+        assert low <= effect <= high
+    insertion = parsed.tables["insertion"][0]
+    for header in ("net shift (points)", "net shift 95 % interval (points)", "flip rate (%)",
+                   "flip rate 95 % interval (%)"):
+        assert header in insertion, header
+    assert {"ACC(U) (%)", "ACC(N) (%)", "ACC(U) − ACC(N) (points)"} <= set(parsed.tables["permutation"][0])
+    for row, r in zip(parsed.rows("insertion"), result["insertion"], strict=True):
+        assert float(row["flip rate (%)"]) == pytest.approx(100 * r["flip_rate"], abs=0.05)
+        assert float(row["net shift (points)"]) == pytest.approx(100 * r["net_shift"], abs=0.005)
+
+
+@needs_chromium
+def test_tables_scroll_inside_their_boxes(rendered):
+    """No table widens the page at 1200 or at 700 CSS pixels: each sits in a box that fits the page, and a table wider
+    than its box (the feature-insertion table at 700 pixels) scrolls inside it."""
+    parsed, layout = rendered
+    for width, page in layout.items():
+        assert page["scrollWidth"] <= page["clientWidth"], (width, page["scrollWidth"], page["clientWidth"])
+        assert all(t["box"] == "table-box" for t in page["tables"]), page["tables"]
+        assert {b["id"] for b in page["boxes"]} == {f"{t}-box" for t in parsed.tables}
+        for box in page["boxes"]:
+            assert box["left"] >= 0 and box["right"] <= page["clientWidth"], (width, box)
+    narrow = {b["id"]: b for b in layout[700]["boxes"]}["insertion-box"]
+    assert narrow["scrollWidth"] > narrow["clientWidth"]
+
+
+def test_a_failing_render_leaves_the_previous_pair_whole(audited, tmp_path, monkeypatch):
+    """audit.json and report.html are replaced together: a figure that cannot be drawn while the new pair is made
+    leaves both previous files byte for byte, and no temporary file."""
+    from matplotlib.figure import Figure
+
+    _, result = audited
+    out = tmp_path / "audit"
+    report.write_audit(result, out)
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(before) == ["audit.json", "report.html"]
+    changed = dict(result, accuracy=result["accuracy"] / 2)
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr(Figure, "savefig", no_space)
+    with pytest.raises(OSError, match="No space left"):
+        report.write_audit(changed, out)
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+    monkeypatch.undo()
+    report.write_audit(changed, out)
+    after = {p.name: p.read_bytes() for p in out.iterdir()}
+    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)

@@ -250,7 +250,19 @@ def test_qa_report_states_the_rule_classes_and_settings_in_chromium(compat_audit
     assert [r["shortcut"] for r in summary] == [f"heuristic {r['heuristic']}" for r in result["bias"]]
     assert [r["effect class"] for r in summary] == [r["effect_size_class"] for r in result["bias"]]
     assert all(r["effect class"] in verdict.EFFECT_CLASSES for r in summary)
-    assert [r["effect_size_class"] for r in page.rows("bias")] == [r["effect_size_class"] for r in result["bias"]]
+    assert [r["effect class"] for r in page.rows("bias")] == [r["effect_size_class"] for r in result["bias"]]
+    assert [float(r["prediction bias (EM points)"]) for r in page.rows("bias")] == [
+        round(r["prediction_bias"], 2) for r in result["bias"]]
+    # the overview figure at the top (an image, loaded, whose alt text names every heuristic's bias), and no table
+    # wider than the page at 1200 pixels
+    layout = browser.measure(out / "report.html", tmp_path / "profile", 1200)
+    (image,) = layout["images"]
+    assert image["figure"] == "figure-overview" and image["complete"] and image["naturalWidth"] > 0
+    for r in result["bias"]:
+        words = f"heuristic {r['heuristic']}: {r['prediction_bias']:.2f} points, {verdict.verdict_text(r['flagged'])}"
+        assert words in image["alt"], words
+    assert layout["scrollWidth"] <= layout["clientWidth"]
+    assert all(box["right"] <= layout["clientWidth"] for box in layout["boxes"])
     settings = {r["setting"]: r["value"] for r in page.rows("settings")}
     assert settings["bias search: sample_size"] == "20" and settings["bias search: iterations"] == "20"
     assert settings["bias search: allow_too_few_rows"] == "false"

@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import beta
 
 from spurious.audit import insertion as ins
+from spurious.audit import intervals
 
 
 def test_flip_test_counts_p_and_interval_by_hand():
@@ -24,6 +25,24 @@ def test_flip_test_counts_p_and_interval_by_hand():
     # Clopper-Pearson for 3 of 4: Beta(0.025; 3, 2) and Beta(0.975; 4, 1)
     assert r["flip_rate_ci"][0] == pytest.approx(beta.ppf(0.025, 3, 2))
     assert r["flip_rate_ci"][1] == pytest.approx(beta.ppf(0.975, 4, 1))
+    # the flip rate's denominator and the flips-away one: 4 not predicted 1 before, 6 predicted 1 before
+    assert (r["n_not_predicted_label_before"], r["n_predicted_label_before"]) == (4, 6)
+    # the net shift's paired table, after x before: both 1 (5 of the 6), after only (3), before only (1), neither (1)
+    assert r["net_shift_ci"] == pytest.approx(list(intervals.paired_difference_interval(5, 3, 1, 1)))
+    assert r["net_shift_ci"][0] < r["net_shift"] < r["net_shift_ci"][1]
+
+
+def test_intervals_repeat_the_published_examples():
+    """Fagerland, Lydersen and Laake, Statistical Analysis of Contingency Tables (2017): the Newcombe hybrid score
+    interval of Perondi et al. (2004), 7/34 vs 1/34: 0.1765 (0.0189 to 0.3404); the Newcombe square-and-add interval
+    for paired data of Cavo et al. (2012), table [[59, 6], [16, 80]]: -0.0621 (-0.1186 to -0.0046)."""
+    low, high = intervals.difference_interval(7, 34, 1, 34)
+    assert (round(low, 4), round(high, 4)) == (0.0189, 0.3404)
+    low, high = intervals.paired_difference_interval(59, 6, 16, 80)
+    assert (round(low, 4), round(high, 4)) == (-0.1186, -0.0046)
+    # Wilson's interval of 0 of 10 (Newcombe 1998, Stat. Med. 17:857, Table I: 0 to 0.2775)
+    assert tuple(round(x, 4) for x in intervals.wilson_interval(0, 10)) == (0.0, 0.2775)
+    assert all(math.isnan(x) for x in intervals.difference_interval(1, 2, 0, 0))
 
 
 def test_flip_test_with_three_labels_is_bonferroni_corrected_and_no_flip_gives_one():

@@ -96,7 +96,8 @@ def test_demo_cases_read_as_negligible_and_large():
     summary = report.summary_rows(demo_like_result())
     assert [(r["effect class"], r["verdict"]) for r in summary] == [
         ("negligible", "takes the shortcut"), ("large", "no evidence")]
-    assert "Human 16.24" in summary[1]["interval / p"]
+    assert summary[1]["test result"] == "Human reference 16.24 EM points"
+    assert [r["effect (points)"] for r in summary] == ["0.25", "12.62"]
 
 
 def test_settings_rows_are_keys_and_values():

@@ -438,6 +438,23 @@ def test_bias_end_to_end(
     assert table.loc[0, "ans-len (paper)"] == 12.51
     assert "| annotator2 |" in out
 
+    # the six files are one report: a figure that cannot be drawn leaves the previous six whole, no temporary file
+    from matplotlib.figure import Figure
+
+    before = {p.name: p.read_bytes() for p in (tmp_path / "report").iterdir()}
+
+    def no_space(self, *args, **kwargs):
+        raise OSError(28, "No space left on device")
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(Figure, "savefig", no_space)
+        with pytest.raises(OSError, match="No space left"):
+            cli.main(["report", str(out_json), "--out-dir", str(tmp_path / "report")])  # without --paper-run
+    assert {p.name: p.read_bytes() for p in (tmp_path / "report").iterdir()} == before
+    rc, _, err = run_cli(capsys, "report", out_json, "--out-dir", tmp_path / "report")
+    assert rc == 0, err
+    assert (tmp_path / "report" / "prediction_bias.csv").read_bytes() != before["prediction_bias.csv"]
+
 
 def test_classification_predictions_formats_and_wrong_format_errors(tmp_path: Path) -> None:
     # the official QA-style JSON object is accepted for classifiers too

@@ -12,6 +12,7 @@ import signal
 import subprocess
 import sys
 import time
+from html.parser import HTMLParser
 from pathlib import Path
 
 import pandas as pd
@@ -286,11 +287,55 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
         assert log.stat().st_size > 0, f"{log} is empty"
 
 
-def test_tiny_run_report_html(tiny_run):
+class _Links(HTMLParser):
+    """Every link target and image source of a page, and its text."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hrefs: set[str] = set()
+        self.images: dict[str, str] = {}
+        self.text: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "a":
+            self.hrefs.add(attrs["href"])
+        if tag == "img":
+            self.images[attrs["src"]] = attrs["alt"]
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_tiny_run_report_html_and_the_index(tiny_run):
+    """The Snakemake report, and results/index.html: written by the run itself (the index is part of `all`), then
+    once more after the report as `make report` does, so that it links the report. Every figure and table the run
+    wrote is listed, each figure with a thumbnail and the caption of its report entry."""
     work, cfg = tiny_run
-    snakemake(work, "--cores", "1", "--configfile", str(cfg), "--report", str(work / "report.html"))
-    html = (work / "report.html").read_text(errors="ignore")
+    res = work / "results"
+    assert "No HTML report yet" in (res / "index.html").read_text()
+    snakemake(work, "--cores", "1", "--configfile", str(cfg), "--report", str(res / "report.html"))
+    html = (res / "report.html").read_text(errors="ignore")
     assert "bias_table.csv" in html and "figure2.png" in html
+    proc = snakemake(work, "results/index.html", "--cores", "1", "--forcerun", "index", "--configfile", str(cfg))
+    assert job_counts(proc.stdout + proc.stderr) == {"index": 1}
+    page = _Links()
+    page.feed((res / "index.html").read_text())
+    text = " ".join(" ".join(page.text).split())
+    assert "report.html" in page.hrefs
+    figures = sorted(p.relative_to(res).as_posix() for p in res.rglob("*") if p.suffix in (".png", ".svg"))
+    tables = sorted(p.relative_to(res / "report").as_posix() for p in (res / "report").rglob("*")
+                    if p.suffix in (".csv", ".md"))
+    assert figures == ["report/figure2.png", "report/figure2.svg"]
+    assert tables == ["bias_table.csv", "bias_table.md", "scores.csv", "scores.md", "thresholds.csv", "thresholds.md"]
+    assert set(figures) | {f"report/{t}" for t in tables} <= page.hrefs
+    assert set(page.images) == {p for p in figures if p.endswith(".png")}  # a thumbnail per figure
+    captions = {name: " ".join((REPO / "report" / f"{name}.rst").read_text().split())
+                for name in ("figure2", "bias_table", "thresholds", "scores")}
+    for name, caption in captions.items():
+        assert caption.replace("``", "") in text.replace("``", ""), name
+    assert page.images["report/figure2.png"].endswith(captions["figure2"])
+    assert "Think Twice (Mikula et al., EACL 2024)" in text
 
 
 def test_changing_a_heuristic_parameter_reruns_heuristics_and_bias_but_not_training(tiny_run):

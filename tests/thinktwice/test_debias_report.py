@@ -497,20 +497,18 @@ def test_figures_atomic_on_error(tmp_path: Path, figure_data: dict, name: str, m
     monkeypatch.setattr(Figure, "savefig", failing_second)
     with pytest.raises(OSError, match="no space"):
         FIGURES[name](figure_data, tmp_path / "f.png", tmp_path / "f.svg")
-    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]  # no SVG, no temporary file
+    assert list(tmp_path.iterdir()) == []  # the PNG and the SVG are one pair: neither, and no temporary file
 
 
 @pytest.mark.parametrize(("max_step", "x_max"), [(10_000, 10_000.0), (250, 200.0), (None, 12_000.0)])
-def test_loss_curves_draw_only_the_first_steps(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, max_step: int | None, x_max: float
-) -> None:
+def test_loss_curves_draw_only_the_first_steps(tmp_path: Path, max_step: int | None, x_max: float) -> None:
     """Figs. 8-9 show the first 10,000 steps: points past max_step are not drawn (the lines' and the gate band's x
     data), the axis ends there, and None draws every point. Curves at steps 0, 5,000, 10,000, 12,000 (the gate at
     0, 6,000, 11,000): with 10,000 the last curve point and the 11,000 gate point go; with 250 only steps 0 and 200
     of the short run remain."""
     from matplotlib.collections import PolyCollection
 
-    from spurious.thinktwice.debias_report import training_runs
+    from spurious.core import figures
 
     long = [{"step": s, "loss": 3.0 - s / 10_000} for s in (0, 5_000, 10_000, 12_000)]
     lmix = {
@@ -522,14 +520,14 @@ def test_loss_curves_draw_only_the_first_steps(
         lmix["validation_curves"] = {"validation": [{"step": s, "loss": 1.0} for s in (0, 200, 400)]}
         lmix["train_losses"] = [{"step": s, "loss": 1.0, "gate": 1.0} for s in (0, 100, 300)]
     original = {"run": "bert/seed0", "method": "original", "validation_curves": {"validation": long}}
-    figures = []
-    monkeypatch.setattr(training_runs, "_save", lambda fig, png, svg: figures.append(fig))
-    drawn = dr.figure_loss_curves([original, lmix], tmp_path / "a.png", tmp_path / "a.svg", max_step=max_step)
-    (fig,) = figures
+    with figures.capture_figures() as captured:
+        drawn = dr.figure_loss_curves([original, lmix], tmp_path / "a.png", tmp_path / "a.svg", max_step=max_step)
+    (fig,) = captured
     xs = [x for ax in fig.axes for line in ax.get_lines() for x in np.asarray(line.get_xdata(), dtype=float)]
     bands = [c for ax in fig.axes for c in ax.collections if isinstance(c, PolyCollection)]
     xs += [float(v) for band in bands for path in band.get_paths() for v in path.vertices[:, 0]]
-    panel = {ax.get_title().split(" (")[1].split(";")[0].rstrip(")"): ax for ax in fig.axes if ax.get_title()}
+    # titles: "<method>\n<run>; behind: <control>"
+    panel = {ax.get_title().split("\n", 1)[1].split(";")[0]: ax for ax in fig.axes if ax.get_title()}
     if max_step == 250:
         # the original's curve is cut at 5,000 > 250: only step 0 of it remains, behind the LMix panel too
         assert max(xs) == 200.0 and drawn == {"bert/seed0": 0.0, "bert/lmix/word-dist/seed0": 200.0}

@@ -286,16 +286,21 @@ def test_write_table_atomic_on_error(tmp_path: Path, results: list[dict], monkey
     def boom(*args, **kwargs):
         raise RuntimeError("disk full")
 
+    # the CSV and the Markdown are one pair: a failure while making either leaves the previous pair whole
+    report.write_table(df.iloc[:1], csv, md)
+    before = {p.name: p.read_bytes() for p in (csv, md)}
     monkeypatch.setattr(tables, "format_markdown", boom)  # write_table lives in core.tables (report re-exports it)
     with pytest.raises(RuntimeError, match="disk full"):
         report.write_table(df, csv, md)
-    assert not md.exists()
-    assert [p.name for p in tmp_path.iterdir()] == ["t.csv"]  # no temporary file left behind
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file left behind
+    monkeypatch.undo()
     monkeypatch.setattr(pd.DataFrame, "to_csv", boom)
-    csv.unlink()
     with pytest.raises(RuntimeError):
         report.write_table(df, csv, md)
-    assert list(tmp_path.iterdir()) == []
+    assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
+    monkeypatch.undo()
+    report.write_table(df, csv, md)
+    assert csv.read_bytes() != before["t.csv"] and md.read_bytes() != before["t.md"]
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -338,7 +343,7 @@ def test_figure2_atomic_on_error(tmp_path: Path, results: list[dict], monkeypatc
     monkeypatch.setattr(Figure, "savefig", failing_second)
     with pytest.raises(OSError, match="no space"):
         report.figure2(results, tmp_path / "f.png", tmp_path / "f.svg")
-    assert [p.name for p in tmp_path.iterdir()] == ["f.png"]
+    assert list(tmp_path.iterdir()) == []  # the PNG and the SVG are one pair: neither, and no temporary file
 
 
 def test_load_results(tmp_path: Path, results: list[dict]) -> None:

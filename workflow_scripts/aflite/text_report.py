@@ -18,9 +18,11 @@ metrics = [io.read_json(path) for key, path in files.items() if key.startswith("
 iterations = {
     key.removeprefix("iterations__"): pd.read_csv(path) for key, path in files.items() if key.startswith("iterations__")
 }
+stopped = {}
 for key, path in files.items():
     if key.startswith("filter__"):
         s = io.read_json(path)
+        stopped[key.removeprefix("filter__")] = s["stopped"]
         log.info("%s: kept %d of %d pool and %d of %d dev examples in %d iterations (%s)", s["dataset"],
                  s["n_pool_kept"], s["n_pool"], s["n_dev_kept"], s["n_dev"], s["n_iterations"], s["stopped"])
 tables = aflite_text_report.text_table(metrics, snakemake.params.paper_names)
@@ -29,4 +31,4 @@ write_table(tables, out.tables_csv, out.tables_md, digits=1, whole_rows=aflite_t
 log.info("Tables 3-4:\n%s", tables.to_string())
 matrix = aflite_text_report.accuracy_matrix(metrics)
 write_table(matrix, out.accuracy_csv, out.accuracy_md, digits=1)
-aflite_text_report.iterations_figure(iterations, out.iterations_png, out.iterations_svg)
+aflite_text_report.iterations_figure(iterations, out.iterations_png, out.iterations_svg, stopped=stopped)

@@ -23,13 +23,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.figures import figure_function, save_figure
 
 # Table 3 (SNLI): dev accuracy (%) for D, D_92k and D(φ_RoBERTa). The paper's "-HypOnly" rows are our partial inputs.
 PAPER_TABLE3: dict[str, tuple[float, float, float]] = {
@@ -272,25 +271,34 @@ def size_rows(df: pd.DataFrame) -> np.ndarray:
     return df["model"].eq(SIZE_LABEL).to_numpy() if "model" in df else np.zeros(len(df), dtype=bool)
 
 
+@figure_function
 def iterations_figure(
-    iterations: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, svg_path: str | os.PathLike
+    iterations: Mapping[str, pd.DataFrame],
+    png_path: str | os.PathLike,
+    svg_path: str | os.PathLike,
+    *,
+    stopped: Mapping[str, str] | None = None,
 ) -> None:
     """Two panels: |S| against the number of finished iterations (x = 0: the size before the first), and the mean
     held-out accuracy of the m linear classifiers of iteration x (measured on S before its removal). One line per
-    dataset; a dataset without iterations draws nothing and is left out of the legend."""
+    dataset (legend beside the panels). ``stopped``: per dataset, why its filter stopped (the filter summary's
+    ``stopped``); a dataset without iterations is named under the panels with it, and when no dataset has any the
+    panels say so."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-    from matplotlib.ticker import MaxNLocator
 
+    from spurious.core import figures
+
+    stopped = stopped or {}
     with matplotlib.rc_context({"svg.hashsalt": "aflite-text-iterations", "svg.fonttype": "path", "font.size": 7}):
-        fig = Figure(figsize=(7.0, 2.8))
+        fig = Figure(figsize=(7.0, 3.0), layout="constrained")
         FigureCanvasAgg(fig)
-        size_ax = fig.add_subplot(1, 2, 1)
-        accuracy_ax = fig.add_subplot(1, 2, 2)
-        drawn = False
+        size_ax, accuracy_ax = fig.subplots(1, 2)
+        idle = []
         for k, (dataset, frame) in enumerate(iterations.items()):
             if frame is None or len(frame) == 0:
+                idle.append(f"{dataset}: no iteration" + (f" ({stopped[dataset]})" if dataset in stopped else ""))
                 continue
             df = frame.sort_values("iteration")
             # colour by the dataset's position, so that a skipped dataset does not recolour the others
@@ -299,20 +307,21 @@ def iterations_figure(
             sizes = np.concatenate([[df["size_before"].iloc[0]], df["size_after"].to_numpy()])
             size_ax.plot(np.arange(len(sizes)), sizes, marker="o", ms=3, lw=1, color=color, label=dataset)
             accuracy = 100.0 * df["mean_heldout_accuracy"].to_numpy(dtype=float)
-            accuracy_ax.plot(steps, accuracy, marker="o", ms=3, lw=1, color=color, label=dataset)
-            drawn = True
+            accuracy_ax.plot(steps, accuracy, marker="o", ms=3, lw=1, color=color)
         size_ax.set_xlabel("AFLite iterations finished")
         size_ax.set_ylabel("|S| (instances kept)")
         size_ax.set_title("Size of the filtered set")
         accuracy_ax.set_xlabel("AFLite iteration")
         accuracy_ax.set_ylabel("mean held-out accuracy (%)")
         accuracy_ax.set_title("Linear classifiers on the current S")
+        figures.count_axis(size_ax.yaxis)
         for ax in (size_ax, accuracy_ax):
-            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
-            if drawn:  # an empty legend would only warn
-                ax.legend(frameon=False)
-        fig.tight_layout()
-        with atomic_path(Path(png_path)) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(Path(svg_path)) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+            figures.count_axis(ax.xaxis)
+        if len(idle) == len(iterations):
+            for ax in (size_ax, accuracy_ax):
+                figures.explain_empty(ax, "; ".join(idle) or "no dataset was filtered")
+        else:
+            fig.legend(loc="outside right upper", frameon=False)
+            if idle:
+                fig.supxlabel(figures.fill("; ".join(idle), 6.8, 7), fontsize=7)
+        save_figure(fig, png_path, svg_path)

@@ -35,6 +35,7 @@ from typing import Any
 import numpy as np
 
 from spurious.aflite import filtering as aflite
+from spurious.core.figures import figure_function, save_figure
 
 SEPARATIONS = (0.8, 0.7, 0.6, 0.4)
 # Table 7: mean dev accuracy (%) and std over 10 seeds, before (D) and after (D(Φ)) AFLite.
@@ -185,21 +186,21 @@ def table7(runs: Sequence[dict[str, Any]]):
     return pd.DataFrame(rows)
 
 
+@figure_function
 def figure2(runs: Sequence[dict[str, Any]], png_path: str, svg_path: str) -> None:
     """Fig. 2: per separation (columns), the first seed's data before (top) and after AFLite (bottom), the two
-    circle coordinates coloured by label; captions give both models' dev accuracy."""
+    circle coordinates coloured by label (legend below); captions give both models' dev accuracy (%)."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
-
-    from spurious.core.io import atomic_path
+    from matplotlib.lines import Line2D
 
     first: dict[float, dict[str, Any]] = {}
     for r in sorted(runs, key=lambda r: r["seed"]):
         first.setdefault(r["separation"], r)
     columns = sorted(first, reverse=True)
     with matplotlib.rc_context({"svg.hashsalt": "aflite-figure2", "svg.fonttype": "path", "font.size": 7}):
-        fig = Figure(figsize=(2.6 * len(columns), 5.2))
+        fig = Figure(figsize=(max(4.0, 2.6 * len(columns)), 5.6), layout="constrained")
         FigureCanvasAgg(fig)
         for c, separation in enumerate(columns):
             run = first[separation]
@@ -213,13 +214,13 @@ def figure2(runs: Sequence[dict[str, Any]], png_path: str, svg_path: str) -> Non
                 colors = np.where(data.labels[idx] == 1, "tab:orange", "tab:blue")
                 ax.scatter(data.features[idx, 0], data.features[idx, 1], s=2, c=colors, alpha=0.6, linewidths=0)
                 ax.set_title(
-                    f"sep {separation}, {title} (n={len(idx)})\nSVM {acc['SVM-RBF']:.1f}, LR {acc['Logistic Reg.']:.1f}"
+                    f"sep {separation}, {title} (n={len(idx)})\n"
+                    f"dev accuracy: SVM {acc['SVM-RBF']:.1f} %, LR {acc['Logistic Reg.']:.1f} %"
                 )
                 ax.set_aspect("equal")
                 ax.set_xticks([])
                 ax.set_yticks([])
-        fig.tight_layout()
-        with atomic_path(png_path) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(svg_path) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        handles = [Line2D([], [], color=color, marker="o", ls="none", label=f"label {y}")
+                   for y, color in ((0, "tab:blue"), (1, "tab:orange"))]
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, frameon=False)
+        save_figure(fig, png_path, svg_path)

@@ -4,9 +4,10 @@ Model behaviour:
 
 * accuracy on the evaluation data;
 * the Stubborn Lexical Bias exact permutation test (:func:`spurious.lexical.features.model_bias_test`) of which
-  evaluation instances the model gets right, usual vs unusual label, with the ``top_k`` highest-z word types per
-  label taken from the training data's z-scores when it is given, else from the evaluation data's (stated in the
-  result: then the selection and the test read the same labels, a weaker test);
+  evaluation instances the model gets right, usual vs unusual label (the accuracy gap ACC(U) − ACC(N) in points,
+  with its 95 % interval: :func:`spurious.audit.intervals.difference_interval`), with the ``top_k`` highest-z word
+  types per label taken from the training data's z-scores when it is given, else from the evaluation data's (stated
+  in the result: then the selection and the test read the same labels, a weaker test);
 * the counterfactual feature-insertion test (:mod:`spurious.audit.insertion`).
 
 Data (with training data): the z-score table's top types per label.
@@ -28,6 +29,7 @@ import pandas as pd
 
 from spurious.audit import insertion as ins
 from spurious.audit import verdict
+from spurious.audit.intervals import difference_interval
 from spurious.core.errors import READ_ERRORS, InputError, unreadable
 
 LogFn = Callable[[str], None]
@@ -239,7 +241,10 @@ def audit_classification(
     permutation.pop("p", None)  # an exact big-number fraction; log10_p carries it
     permutation["features_from"] = "training data" if train is not None else "evaluation data (no --train given)"
     gap = verdict.accuracy_gap_points(permutation["acc_usual"], permutation["acc_unusual"])
-    permutation.update(accuracy_gap_points=gap, flagged=verdict.permutation_flagged(permutation["log10_p"], alpha),
+    gap_ci = difference_interval(permutation["correct_usual"], permutation["n_usual"], permutation["correct_unusual"],
+                                 permutation["n_unusual"])
+    permutation.update(accuracy_gap_points=gap, accuracy_gap_ci_points=[100.0 * x for x in gap_ci],
+                       flagged=verdict.permutation_flagged(permutation["log10_p"], alpha),
                        effect_size_class=verdict.effect_class(gap))
 
     table_ins = ins.insertion_table(

@@ -16,8 +16,10 @@ Definition, for a feature and a label ``y`` (``n`` examples):
 * the feature's *associated label* is the ``y`` with the largest net shift ``b_y − c_y``; its p-value is multiplied
   by the number of labels when there are more than two (a Bonferroni correction for choosing the label after
   seeing the data; with two labels ``b_0 = c_1`` and the two tests are the same test);
-* effect sizes: the *flip rate* ``b_y / #(predicted not y before)`` with its exact (Clopper–Pearson) 95 % interval,
-  and the *net shift* ``(b_y − c_y) / n`` of the share of predictions ``y``.
+* effect sizes: the *flip rate* ``b_y / m_y`` over the ``m_y`` examples *not* predicted ``y`` before (its
+  denominator, ``n_not_predicted_label_before``; ``c_y`` is over the ``n − m_y`` predicted ``y`` before) with its
+  exact (Clopper–Pearson) 95 % interval, and the *net shift* ``(b_y − c_y) / n`` of the share of predictions ``y``
+  with its 95 % interval for paired data (:func:`spurious.audit.intervals.paired_difference_interval`).
 
 Across features, p-values are adjusted with Holm's method; a feature is *flagged* when its adjusted p-value is
 below ``alpha``.
@@ -33,6 +35,7 @@ import numpy as np
 import pandas as pd
 from scipy.stats import binomtest
 
+from spurious.audit.intervals import paired_difference_interval
 from spurious.spuriousbench import construction as sb
 
 DEFAULT_FEATURES: tuple[str, ...] = tuple(
@@ -95,8 +98,8 @@ def flip_counts(before: np.ndarray, after: np.ndarray, label: int) -> tuple[int,
 
 
 def flip_test(before: np.ndarray, after: np.ndarray, n_labels: int) -> dict[str, Any]:
-    """The test of the module docstring for one feature: associated label, counts, p-value, flip rate with its
-    Clopper–Pearson 95 % interval and the net shift."""
+    """The test of the module docstring for one feature: associated label, counts with their denominators,
+    p-value, flip rate with its Clopper–Pearson 95 % interval and the net shift with its paired 95 % interval."""
     n = len(before)
     if n == 0:
         raise ValueError("the insertion test needs at least one example")
@@ -117,9 +120,11 @@ def flip_test(before: np.ndarray, after: np.ndarray, n_labels: int) -> dict[str,
         "flips_towards": b,
         "flips_away": c,
         "n_not_predicted_label_before": m,
+        "n_predicted_label_before": n - m,
         "flip_rate": rate,
         "flip_rate_ci": [low, high],
         "net_shift": (b - c) / n,
+        "net_shift_ci": list(paired_difference_interval(n - m - c, b, c, m - b)),
         "p": float(p),
     }
 

@@ -245,6 +245,7 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 def cmd_report(args: argparse.Namespace) -> int:
     from spurious.core.errors import unreadable
+    from spurious.core.io import atomic_paths
     from spurious.thinktwice import report
 
     results = []
@@ -259,9 +260,13 @@ def cmd_report(args: argparse.Namespace) -> int:
         thresholds = report.thresholds_table(results, paper_run=args.paper_run)
     except ValueError as exc:
         raise CLIError(f"{exc} (in {', '.join(map(str, args.results))})") from exc
-    report.write_table(bias, out / "prediction_bias.csv", out / "prediction_bias.md")
-    report.write_table(thresholds, out / "thresholds.csv", out / "thresholds.md")
-    report.figure2(results, out / "figure2.png", out / "figure2.svg")
+    # the six files are one report: written to temporary names, renamed only when all exist
+    names = ("prediction_bias.csv", "prediction_bias.md", "thresholds.csv", "thresholds.md", "figure2.png",
+             "figure2.svg")
+    with atomic_paths(*(out / name for name in names)) as tmp:
+        report.write_table(bias, tmp[0], tmp[1])
+        report.write_table(thresholds, tmp[2], tmp[3])
+        report.figure2(results, tmp[4], tmp[5])
     print(report.format_markdown(bias, bias.attrs.get("caption")))
     return 0
 

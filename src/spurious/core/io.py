@@ -227,9 +227,14 @@ def _json_default(obj: Any) -> Any:
     raise TypeError(f"not JSON serialisable: {type(obj).__name__}")
 
 
+def json_text(obj: Any) -> str:
+    """``obj`` as the JSON text :func:`write_json` writes (numpy numbers and arrays, paths and mappings converted)."""
+    return json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n"
+
+
 def write_json(obj: Any, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
-        tmp.write_text(json.dumps(obj, indent=2, sort_keys=False, default=_json_default) + "\n")
+        tmp.write_text(json_text(obj))
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -239,6 +244,21 @@ def read_json(path: str | os.PathLike) -> Any:
 def write_text(text: str, path: str | os.PathLike) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text)
+
+
+@contextlib.contextmanager
+def atomic_paths(*paths: str | os.PathLike) -> Iterator[list[Path]]:
+    """Yield one temporary sibling per path (as :func:`atomic_path`); rename them onto their paths only when the
+    block succeeds and every one of them was written (is not empty), one rename after another.
+
+    For files that belong together (a page and the data it shows, a table's CSV and Markdown): a failure while
+    writing any of them leaves every previous file whole and no temporary file behind."""
+    with contextlib.ExitStack() as stack:
+        temps = [stack.enter_context(atomic_path(p)) for p in paths]
+        yield temps
+        empty = [str(p) for p, tmp in zip(paths, temps, strict=True) if tmp.stat().st_size == 0]
+        if empty:
+            raise ValueError(f"nothing was written for {', '.join(empty)}; no file of the set was replaced")
 
 
 def write_parquet(

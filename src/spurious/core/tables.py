@@ -1,7 +1,8 @@
 """Tables as CSV (full precision) and GitHub-flavoured Markdown: the formatting every paper's report shares.
 
 Missing values are shown as "–", floats at two decimals by default (or at fixed decimals, never "-0.0"), booleans
-as yes/no. Both files are written through temporary names, so a failed write leaves no partial table.
+as yes/no. Both files are written through temporary names and replaced together, so a failed write leaves no
+partial table and no CSV without its Markdown.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.io import atomic_paths
 
 NA_TEXT = "–"
 
@@ -87,13 +88,12 @@ def write_table(
     whole_rows: np.ndarray | None = None,
 ) -> None:
     """Write ``df`` as CSV (full precision) and as Markdown (caption under the table; default
-    ``df.attrs["caption"]``), atomically. ``digits``: float columns at that many decimals in the Markdown (the rows
+    ``df.attrs["caption"]``), the two together (:func:`~spurious.core.io.atomic_paths`: a failure leaves both
+    previous files). ``digits``: float columns at that many decimals in the Markdown (the rows
     marked in the boolean ``whole_rows`` at none, e.g. a row of sizes); default ``format_markdown``'s two."""
     if caption is None:
         caption = df.attrs.get("caption")
     keep_index = not isinstance(df.index, pd.RangeIndex)
-    with atomic_path(csv_path) as tmp:
-        df.to_csv(tmp, index=keep_index)
     shown, rounded = df, set()
     if digits is not None:
         shown = df.copy()
@@ -105,5 +105,6 @@ def write_table(
                 ]
                 rounded.add(column)
     text = format_markdown(shown, caption, right_aligned=rounded)
-    with atomic_path(md_path) as tmp:
-        tmp.write_text(text, encoding="utf-8")
+    with atomic_paths(csv_path, md_path) as (csv_tmp, md_tmp):
+        df.to_csv(csv_tmp, index=keep_index)
+        md_tmp.write_text(text, encoding="utf-8")

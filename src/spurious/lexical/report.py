@@ -11,13 +11,12 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core.figures import figure_function, save_figure
 from spurious.core.tables import fixed_decimals
 
 # Table 1: |D|, number of features, |Y|, Err(uniform), Err(q).
@@ -236,40 +235,134 @@ def appendix_a1(top: Mapping[str, pd.DataFrame], paper_names: Mapping[str, str |
     return df
 
 
+#: Points closer than this share of the axis range (in x and in y) are drawn as one point of :func:`figure2`.
+COINCIDENT = 0.02
+#: How many points above the diagonal :func:`figure2` labels per panel (those q worsens most).
+LABELLED = 6
+
+
+def _coincident_groups(df: pd.DataFrame, tolerance: float) -> list[list[int]]:
+    """Row positions of ``df`` grouped so that each group's points lie within ``tolerance`` of its first point (in
+    x and in y), in the order of the rows."""
+    groups: list[list[int]] = []
+    anchors: list[tuple[float, float]] = []
+    for i, (x, y) in enumerate(zip(df["balance_uniform"], df["balance_q"], strict=True)):
+        for group, (ax_, ay) in zip(groups, anchors, strict=True):
+            if abs(x - ax_) <= tolerance and abs(y - ay) <= tolerance:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+            anchors.append((x, y))
+    return groups
+
+
+def _place_labels(ax: Any, points: list[tuple[float, float, str, float]], renderer: Any) -> list[str]:
+    """Annotate each (x, y, text, marker radius in points) beside its point where the label overlaps no placed label,
+    no point and stays inside the panel: the first free of eight positions around the point, then farther out.
+    Returns the texts that found no place."""
+    from matplotlib.transforms import Bbox
+
+    taken: list[Any] = []
+    for x, y, _, radius in points:
+        cx, cy = ax.transData.transform((x, y))
+        r = radius * ax.figure.dpi / 72
+        taken.append(Bbox([[cx - r, cy - r], [cx + r, cy + r]]))
+    inside = ax.get_window_extent(renderer)
+    unplaced = []
+    for x, y, text, radius in points:
+        placed = False
+        for distance in (1.0, 2.5, 4.5):
+            d = (radius + 2) * distance
+            for dx, dy, ha, va in ((d, d, "left", "bottom"), (d, -d, "left", "top"), (-d, d, "right", "bottom"),
+                                   (-d, -d, "right", "top"), (0, d + 2, "center", "bottom"),
+                                   (0, -d - 2, "center", "top"), (d + 2, 0, "left", "center"),
+                                   (-d - 2, 0, "right", "center")):  # fmt: skip
+                label = ax.annotate(text, (x, y), xytext=(dx, dy), textcoords="offset points", ha=ha, va=va,
+                                    fontsize=6)
+                box = label.get_window_extent(renderer)
+                free = all(not box.overlaps(b) for b in taken)
+                if free and inside.containsx(box.x0) and inside.containsx(box.x1) and inside.containsy(box.y0) \
+                        and inside.containsy(box.y1):
+                    taken.append(box)
+                    placed = True
+                    break
+                label.remove()
+            if placed:
+                break
+        if not placed:
+            unplaced.append(text)
+    return unplaced
+
+
+@figure_function
 def figure2(balances: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
-    """Label balance of each evaluation feature under uniform weights (x) and under q (y), one panel per dataset.
-    Points under the diagonal are features q balances better; those above it are labelled (the paper labels them)."""
+    """Label balance of each evaluation feature under uniform weights (x) and under q (y), one panel per dataset
+    (three per row). Points under the diagonal are features q balances better; the :data:`LABELLED` points above it
+    that q worsens most are labelled (the paper labels them) without overlapping each other or leaving the panel
+    (a label with no free place is listed under the panel). Features within :data:`COINCIDENT` of each other (rare,
+    single-label types often share one balance) are one point whose area grows with their number, and its label
+    lists them."""
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.lines import Line2D
 
+    from spurious.core import figures
+
+    n = max(1, len(balances))
+    cols = min(3, n)
+    rows = math.ceil(n / cols)
     with matplotlib.rc_context({"svg.hashsalt": "lexical-figure2", "svg.fonttype": "path", "font.size": 8}):
-        n = max(1, len(balances))
-        fig = Figure(figsize=(3.6 * n, 3.4))
+        fig = Figure(figsize=(max(4.6, 4.0 * cols), 3.9 * rows + 0.5), layout="constrained")
         FigureCanvasAgg(fig)
-        for k, (dataset, df) in enumerate(balances.items()):
-            ax = fig.add_subplot(1, n, k + 1)
+        axes = fig.subplots(rows, cols, squeeze=False).ravel()
+        for ax in axes[len(balances) :]:
+            ax.set_visible(False)
+        pending = []
+        for ax, (dataset, df) in zip(axes, balances.items(), strict=False):
+            df = df.reset_index(drop=True)
             top = float(max(df["balance_uniform"].max(), df["balance_q"].max(), 1e-3)) * 1.05 if len(df) else 1.0
-            ax.plot([0, top], [0, top], color="0.6", lw=0.8, ls="--", label="no change")
-            ax.scatter(df["balance_uniform"], df["balance_q"], s=10, alpha=0.75, color="tab:blue")
-            worse = df[df["balance_q"] > df["balance_uniform"] + 1e-12]
-            # points often coincide (rare, single-label types): one label per point, naming up to three features;
-            # the points q worsens most are labelled
-            worse = worse.assign(change=worse["balance_q"] - worse["balance_uniform"])
-            groups = worse.groupby(["balance_uniform", "balance_q"], sort=False)["feature"].apply(list)
-            order = worse.groupby(["balance_uniform", "balance_q"], sort=False)["change"].max().sort_values(ascending=False)
-            for x, y in order.index[:6]:
-                names = [str(f) for f in groups[(x, y)]]
+            ax.plot([0, top], [0, top], color="0.6", lw=0.8, ls="--")
+            groups = _coincident_groups(df, COINCIDENT * top)
+            sizes = np.array([12.0 * len(g) for g in groups])
+            xs = np.array([df.loc[g[0], "balance_uniform"] for g in groups], dtype=float)
+            ys = np.array([df.loc[g[0], "balance_q"] for g in groups], dtype=float)
+            ax.scatter(xs, ys, s=sizes, alpha=0.75, color="tab:blue", linewidths=0)
+            # the points q worsens most, labelled with every feature they hold (up to three, then "+k")
+            change = [max(df.loc[g, "balance_q"] - df.loc[g, "balance_uniform"]) for g in groups]
+            worse = sorted((k for k, c in enumerate(change) if c > 1e-12), key=lambda k: -change[k])[:LABELLED]
+            labels = []
+            for k in worse:
+                names = [str(df.loc[i, "feature"]) for i in groups[k]]
                 text = ", ".join(names[:3]) + (f" +{len(names) - 3}" if len(names) > 3 else "")
-                ax.annotate(text, (x, y), fontsize=6, xytext=(3, 2), textcoords="offset points")
+                labels.append((xs[k], ys[k], text, math.sqrt(sizes[k] / math.pi)))
+            pending.append((ax, labels))
             better = int((df["balance_q"] < df["balance_uniform"]).sum())
-            ax.set_title(f"{dataset}: q better for {better} of {len(df)} features")
+            shared = ""
+            if len(groups) < len(df):
+                shared = f"\n{len(groups)} points: features within {COINCIDENT:.0%} share one"
+            ax.set_title(figures.fill(f"{dataset}: q better for {better} of {len(df)} features", 3.6, 8) + shared,
+                         fontsize=8)
             ax.set_xlabel("label balance, uniform weights")
             ax.set_ylabel("label balance, q")
             ax.set_xlim(0, top)
             ax.set_ylim(0, top)
-        fig.tight_layout()
-        with atomic_path(Path(png_path)) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(Path(svg_path)) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+            if not len(df):
+                figures.explain_empty(ax, "no evaluation features for this dataset")
+        handles = [
+            Line2D([], [], color="0.6", lw=0.8, ls="--", label="no change (q = uniform)"),
+            Line2D([], [], color="tab:blue", alpha=0.75, marker="o", ls="none", label="features (area: how many)"),
+        ]
+        fig.legend(handles=handles, loc="outside lower center", ncols=2, fontsize=7, frameon=False)
+        # fix the layout, then place the labels where they collide with nothing
+        with figures.figure_style():
+            fig.canvas.draw()
+        fig.set_layout_engine("none")
+        renderer = fig.canvas.get_renderer()
+        for ax, labels in pending:
+            unplaced = _place_labels(ax, labels, renderer)
+            if unplaced:
+                ax.set_xlabel(figures.fill("label balance, uniform weights; also above the diagonal: "
+                                           + "; ".join(unplaced), 3.6, 8))
+        save_figure(fig, png_path, svg_path)

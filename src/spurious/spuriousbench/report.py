@@ -34,13 +34,13 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path
+from spurious.core import figures
+from spurious.core.figures import figure_function, save_figure
 from spurious.spuriousbench.construction import CATEGORIES, FEATURES, KINDS
 
 __all__ = [
@@ -566,13 +566,6 @@ def _short(label: str, limit: int = 22) -> str:
     return label if len(label) <= limit else label[: limit - 1].rstrip() + "…"
 
 
-def _save(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
-    with atomic_path(Path(png_path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-    with atomic_path(Path(svg_path)) as tmp:
-        fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
-
-
 def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
     """Black error bars where the std is defined (one seed or one feature: none)."""
     ok = np.isfinite(err)
@@ -580,6 +573,7 @@ def _errorbars(ax: Any, x: np.ndarray, y: np.ndarray, err: np.ndarray) -> None:
         ax.errorbar(x[ok], y[ok], yerr=err[ok], fmt="none", ecolor="black", elinewidth=0.7, capsize=2, zorder=3)
 
 
+@figure_function
 def figure1(
     metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
 ) -> pd.DataFrame:
@@ -649,7 +643,7 @@ def figure1(
             "category's features (the paper's); dots: the features",
             fontsize=6,
         )
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
     return cat.reset_index(drop=True)
 
 
@@ -678,6 +672,7 @@ def figure2_rows(metrics: Sequence[Mapping[str, Any]]) -> list[tuple[str, list[t
     return [("finetune", [(m, "finetune") for m in models])]
 
 
+@figure_function
 def figure2(
     metrics: Sequence[Mapping[str, Any]], png_path: str | os.PathLike, svg_path: str | os.PathLike
 ) -> list[str]:
@@ -713,17 +708,25 @@ def figure2(
         return labels[model], f"C{models.index(model) % 10}"
 
     widest = max(len(f) for f in panel_features.values())
+    # an in-context row's demonstrations on a line of their own
+    titles = [f"{dataset}: {title}".replace(" [ICL", "\n[ICL") for title, _, dataset in panels]
+    longest_in = max(len(line) for t in titles for line in t.split("\n")) * 0.6 * 7.5 / 72
+    fig_w = min(figures.MAX_WIDTH_IN, max(4.0, 0.32 * widest + 1.2, longest_in + 0.6))
     with matplotlib.rc_context({"svg.hashsalt": "spuriousbench-figure2", "svg.fonttype": "path", "font.size": 7}):
-        fig = Figure(figsize=(max(4.0, 0.32 * widest + 1.2), 2.7 * len(panels) + 0.5))
+        fig = Figure(figsize=(fig_w, 2.7 * len(panels) + 0.5))
         fig.set_layout_engine("constrained")
         FigureCanvasAgg(fig)
         legend: dict[str, str] = {}
-        titles: list[str] = []
-        for i, (title, bars, dataset) in enumerate(panels):
+        axes = []
+        for i, (_, bars, dataset) in enumerate(panels):
             width = 0.8 / len(bars)
             ax = fig.add_subplot(len(panels), 1, i + 1)
+            axes.append(ax)
             feats = panel_features[dataset]
             panel = table[table["dataset"] == dataset]
+            lines = [figures.fill(line, 0.95 * fig_w, 7.5) for line in titles[i].split("\n")]
+            ax.set_title("\n".join(lines), pad=12, fontsize=7.5)
+            drawn = False
             for k, (model, method) in enumerate(bars):
                 sub = panel[(panel["model"] == model) & (panel["method"] == method)]
                 if sub.empty:
@@ -733,8 +736,14 @@ def figure2(
                 x = np.array([feats.index(f) for f in sub["feature"]], dtype=float)
                 x += (k - (len(bars) - 1) / 2) * width
                 y = sub["gap"].to_numpy(dtype=float)
-                ax.bar(x, y, width * 0.92, color=color, alpha=0.85, zorder=2)
+                # an edge in the bar's colour: a gap of 0 shows as a line at 0, not as nothing
+                ax.bar(x, y, width * 0.92, color=color, alpha=0.85, edgecolor=color, linewidth=0.8, zorder=2)
                 _errorbars(ax, x, y, sub["gap ±"].to_numpy(dtype=float))
+                drawn = True
+            if not drawn:
+                runs = ", ".join(dict.fromkeys(f"{method} of {labels.get(model, model)}" for model, method in bars))
+                figures.explain_empty(ax, f"no bars: no results of {runs} on {dataset}")
+                continue
             # categories: a dotted line between two, the name centred above its features
             feature_categories = [f.partition(":")[0] for f in feats]
             above = blended_transform_factory(ax.transData, ax.transAxes)
@@ -747,17 +756,16 @@ def figure2(
                         ax.axvline(end - 0.5, color="0.5", linewidth=0.6, linestyle=":")
                     start = end
             ax.axhline(0.0, color="0.3", linewidth=0.6, zorder=1)
-            ax.set_xticks(range(len(feats)), [_short(feature_label(f)) for f in feats], rotation=90, fontsize=6)
+            ax.set_xticks(range(len(feats)), [_short(feature_label(f)) for f in feats], fontsize=6)
             ax.set_xlim(-0.6, len(feats) - 0.4)
             ax.set_ylabel("spurious gap (%)")
-            # an in-context row's demonstrations on a line of their own
-            titles.append(f"{dataset}: {title}".replace(" [ICL", "\n[ICL"))
-            ax.set_title(titles[-1], pad=12)
             ax.grid(axis="y", linewidth=0.3, alpha=0.6)
             ax.set_axisbelow(True)
         handles = [Patch(color=color, alpha=0.85, label=name) for name, color in legend.items()]
         if handles:
-            fig.legend(handles=handles, loc="outside upper center", ncols=len(handles), frameon=False)
+            fig.legend(handles=handles, loc="outside upper center", ncols=min(len(handles), 4), frameon=False)
         fig.supxlabel("bars: mean over seeds; error bars: sample std over seeds", fontsize=6)
-        _save(fig, png_path, svg_path)
+        # the feature names stand upright only where, side by side, they would touch
+        figures.rotate_crowded_ticklabels([ax for ax in axes if ax.get_xticks().size], rotation=90)
+        save_figure(fig, png_path, svg_path)
     return titles

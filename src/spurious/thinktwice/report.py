@@ -9,15 +9,14 @@ from __future__ import annotations
 
 import math
 import os
-import textwrap
 from collections.abc import Iterable, Mapping, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
-from spurious.core.io import atomic_path, read_json
+from spurious.core.figures import figure_function, save_figure
+from spurious.core.io import read_json
 from spurious.core.tables import NA_TEXT, fixed_decimals, format_markdown, write_table
 from spurious.thinktwice import paper_values
 
@@ -466,6 +465,26 @@ def _figure_order(index: Mapping[tuple[str, str, str], Mapping[str, Any]], heuri
     return sorted(heuristics, key=lambda h: (-round(mean_bias(h), 9), heuristics.index(h)))
 
 
+def no_threshold_text(result: Mapping[str, Any]) -> str:
+    """Why a bias search found no threshold, in words, from its ``reason`` and settings (``sample_size``,
+    ``n_evaluated``), e.g. "no threshold: 20-question samples need ≥ 40 questions; 30 searched"."""
+    reason, size, searched = result.get("reason"), result.get("sample_size"), result.get("n_evaluated")
+    if reason == "too_few_rows" and size:
+        have = f"; {searched} searched" if searched is not None else ""
+        return f"no threshold: {size}-question samples need ≥ {2 * int(size)} questions{have}"
+    if reason == "no_valid_split" and size:
+        return f"no threshold: every split leaves a segment with fewer than {size} questions"
+    if reason == "no_significant_difference":
+        return "no threshold: the segments' EM intervals overlap at every split"
+    return "no threshold found"
+
+
+#: Heuristic groups per panel row of :func:`figure2` at most, and the inches a legend beside the panels takes.
+HEURISTICS_PER_ROW = 4
+_LEGEND_IN = 1.6
+
+
+@figure_function
 def figure2(
     results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -473,16 +492,22 @@ def figure2(
     *,
     title: str | None = None,
 ) -> None:
-    """Figure 2 style plot, one panel per dataset: for each heuristic (x groups, sorted by average bias) and model
-    (bars; Human hatched), the lower bar is the worse segment's mean EM with its bootstrap interval (error bar
-    q025–q975), and the upper, lighter bar spans the prediction bias on top of the worse segment's q975 (so its top is
-    the better segment's q025); the bias is printed above. Heuristics without a threshold are marked "n/a".
+    """Figure 2 style plot, one panel row per dataset and :data:`HEURISTICS_PER_ROW` heuristics (x groups, sorted by
+    average bias; fewer per row where many models would make a row wider than the page): per model (bars; Human
+    hatched) the lower bar is the worse segment's mean EM with its bootstrap interval (error bar q025–q975), and the
+    upper, lighter bar spans the prediction bias on top of the worse segment's q975 (so its top is the better
+    segment's q025); the bias is printed above in EM points. A heuristic without a threshold says why
+    (:func:`no_threshold_text`): on the panel where no model of a group (or of the panel) has one, else "no
+    threshold" at the bar and the reason in the note below.
 
     Written as PNG and SVG, atomically, with the Agg canvas and no date in the metadata (byte-reproducible).
     """
     import matplotlib
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    from spurious.core import figures
 
     if not results:
         raise ValueError("no results to plot")
@@ -493,43 +518,60 @@ def figure2(
 
     n_models = len(models)
     width = 0.8 / max(n_models, 1)
-    fig_w = max(6.0, 1.0 + len(heuristics) * (0.45 * n_models + 0.5))
+    group_in = 0.45 * n_models + 0.5
+    per_row = max(1, min(HEURISTICS_PER_ROW, int((figures.MAX_WIDTH_IN - 1.0 - _LEGEND_IN) // group_in)))
+    per_row = min(per_row, len(heuristics))
+    chunks = [heuristics[i : i + per_row] for i in range(0, len(heuristics), per_row)]
+    panels = []
+    for dataset in datasets:
+        if _any_drawable(index, dataset):
+            panels += [(dataset, chunk) for chunk in chunks]
+        else:  # nothing to draw: one panel that says why
+            panels.append((dataset, heuristics))
+    fig_w = min(figures.MAX_WIDTH_IN, max(6.0, 1.0 + per_row * group_in + _LEGEND_IN))
     rc = {"svg.hashsalt": "spurious-figure2", "svg.fonttype": "path", "font.size": 8, "hatch.linewidth": 0.6}
     with matplotlib.rc_context(rc):
-        fig = Figure(figsize=(fig_w, 3.6 * len(datasets)), layout="constrained")
+        # a panel with nothing to draw only says why: it needs less height
+        heights = [2.9 if _any_drawable(index, dataset) else 1.3 for dataset, _ in panels]
+        fig = Figure(figsize=(fig_w, sum(heights) + 0.9), layout="constrained")
         FigureCanvasAgg(fig)
-        axes = fig.subplots(len(datasets), 1, squeeze=False)[:, 0]
+        axes = fig.subplots(len(panels), 1, squeeze=False, height_ratios=heights)[:, 0]
         cmap = matplotlib.colormaps["tab10"]
         colors = {m: ((0.45, 0.45, 0.45, 1.0) if _is_human(m) else cmap(i % 10)) for i, m in enumerate(models)}
-        for ax, dataset in zip(axes, datasets, strict=True):
+        handles: dict[str, Any] = {}
+        footnotes: dict[str, list[str]] = {}
+        for ax, (dataset, chunk) in zip(axes, panels, strict=True):
+            missing = {
+                (h, m): index[(m, dataset, h)]
+                for h in chunk
+                for m in models
+                if (m, dataset, h) in index and not _drawable(index[(m, dataset, h)])
+            }
+            present = [(h, m) for h in chunk for m in models if (m, dataset, h) in index]
+            panel_empty = bool(present) and len(missing) == len(present)
             for j, model in enumerate(models):
                 color = colors[model]
                 light = tuple(0.55 + 0.45 * c for c in color[:3])
                 hatch = "//" if _is_human(model) else None
-                labelled = False
-                for i, h in enumerate(heuristics):
+                if model not in handles:
+                    handles[model] = Patch(facecolor=color, hatch=hatch, edgecolor="white", label=model)
+                for i, h in enumerate(chunk):
                     r = index.get((model, dataset, h))
                     if r is None:
                         continue
                     x = i - 0.4 + width * (j + 0.5)
-                    worse = _group(r, _worse_group(r)) if r.get("found") else {}
+                    if (h, model) in missing:
+                        group_empty = all((h, m) in missing for m in models if (m, dataset, h) in index)
+                        if not (panel_empty or group_empty):
+                            ax.text(x, 1.5, "no threshold", rotation=90, ha="center", va="bottom", fontsize=6,
+                                    color=color)
+                            footnotes.setdefault(no_threshold_text(r), []).append(f"{model} on {h}")
+                        continue
+                    worse = _group(r, _worse_group(r))
                     mean = _num(worse.get("em_mean"))
                     q025, q975 = _num(worse.get("em_q025")), _num(worse.get("em_q975"))
-                    if not r.get("found") or math.isnan(mean):
-                        ax.text(x, 1.5, "n/a", rotation=90, ha="center", va="bottom", fontsize=6, color=color)
-                        continue
                     bias = _bias_of(r)
-                    ax.bar(
-                        x,
-                        mean,
-                        width * 0.92,
-                        color=color,
-                        hatch=hatch,
-                        edgecolor="white",
-                        linewidth=0.3,
-                        label=None if labelled else model,
-                    )
-                    labelled = True
+                    ax.bar(x, mean, width * 0.92, color=color, hatch=hatch, edgecolor="white", linewidth=0.3)
                     if not (math.isnan(q025) or math.isnan(q975)):
                         ax.errorbar(
                             x,
@@ -542,27 +584,54 @@ def figure2(
                         )
                     base = q975 if not math.isnan(q975) else mean
                     ax.bar(x, bias, width * 0.92, bottom=base, color=light, hatch=hatch, edgecolor=color, linewidth=0.4)
-                    ax.text(x, base + bias + 0.8, f"{bias:.2f}", rotation=90, ha="center", va="bottom", fontsize=6)
-                if not labelled:  # keep every model in the legend
-                    ax.bar(math.nan, 0.0, width, color=color, hatch=hatch, label=model)
-            ax.set_xticks(range(len(heuristics)), heuristics)
-            ax.set_xlim(-0.6, len(heuristics) - 0.4)
-            ax.set_ylim(0, 112)
+                    ax.text(x, base + bias + 0.8, f"{bias:.2f} EM pts", rotation=90, ha="center", va="bottom",
+                            fontsize=6)
+            if dataset:
+                ax.set_title(dataset, fontsize=8)
+            if panel_empty:
+                figures.explain_empty(ax, _reasons_text(missing))
+                continue
+            group_in_axes = 0.8 / (per_row + 0.2)  # a group's share of the panel's width
+            for i, h in enumerate(chunk):
+                rows = [missing[(h, m)] for m in models if (h, m) in missing]
+                if rows and len(rows) == sum((m, dataset, h) in index for m in models):
+                    text = "; ".join(dict.fromkeys(no_threshold_text(r) for r in rows))
+                    ax.text(i, 50, figures.fill(text, group_in_axes * fig_w * 0.8, 6.5), ha="center",
+                            va="center", fontsize=6.5, color="0.25")
+            ax.set_xticks(range(len(chunk)), chunk)
+            ax.set_xlim(-0.6, per_row - 0.4)
+            ax.set_ylim(0, 135)  # room above 100 for the bias labels
+            ax.set_yticks(range(0, 101, 20))
             ax.set_ylabel("Exact match (%)")
             ax.grid(axis="y", linewidth=0.3, alpha=0.6)
             ax.set_axisbelow(True)
-            if dataset:
-                ax.set_title(dataset, fontsize=8)
-        handles, labels = axes[0].get_legend_handles_labels()
-        fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False)
+        fig.legend(handles=list(handles.values()), loc="outside right upper", fontsize=7, frameon=False)
         fig.suptitle(title or "Prediction bias per model", fontsize=9)
         note = (
             f"Lower bars: the worse segment's EM mean (error bar: 2.5–97.5% quantiles); upper bars: prediction "
-            f"bias (from the worse segment's 97.5% quantile); {_settings_text(results)}."
+            f"bias in EM points (pts), from the worse segment's 97.5% quantile; {_settings_text(results)}."
         )
-        fig.supxlabel(textwrap.fill(note, width=int(fig_w * 22)), fontsize=6)
-        png_path, svg_path = Path(png_path), Path(svg_path)
-        with atomic_path(png_path) as tmp:
-            fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-        with atomic_path(svg_path) as tmp:
-            fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})
+        note += "".join(f" {reason[0].upper()}{reason[1:]}: {', '.join(where)}." for reason, where in footnotes.items())
+        fig.supxlabel(figures.fill(note, fig_w * 0.95, 6), fontsize=6)
+        save_figure(fig, png_path, svg_path)
+
+
+def _reasons_text(missing: Mapping[tuple[str, str], Mapping[str, Any]]) -> str:
+    """Why the (heuristic, model) searches of a panel found no threshold: the reason, and which heuristics it holds
+    for when they differ."""
+    by_reason: dict[str, dict[str, None]] = {}
+    for (h, _), r in missing.items():
+        by_reason.setdefault(no_threshold_text(r), {})[h] = None
+    if len(by_reason) == 1:
+        ((reason, hs),) = by_reason.items()
+        return f"{reason} (every heuristic: {', '.join(hs)})"
+    return "; ".join(f"{reason} ({', '.join(hs)})" for reason, hs in by_reason.items())
+
+
+def _any_drawable(index: Mapping[tuple[str, str, str], Mapping[str, Any]], dataset: str) -> bool:
+    return any(_drawable(r) for (_, d, _), r in index.items() if d == dataset)
+
+
+def _drawable(result: Mapping[str, Any]) -> bool:
+    """A result with a threshold and a worse segment's mean to draw."""
+    return bool(result.get("found")) and not math.isnan(_num(_group(result, _worse_group(result)).get("em_mean")))

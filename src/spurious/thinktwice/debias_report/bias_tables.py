@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core import figures
+from spurious.core.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values, report
 from spurious.thinktwice.debias_report.common import (
     CONTROL,
@@ -26,7 +28,6 @@ from spurious.thinktwice.debias_report.common import (
     _ordered_unique,
     _rc,
     _round,
-    _save,
 )
 from spurious.thinktwice.report import PAPER_SUFFIX, _bias_of, _group, _is_human, _num, _unique_setting, _worse_group
 
@@ -202,6 +203,7 @@ def methods_bias_table(
     return df
 
 
+@figure_function
 def figure5(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -213,13 +215,18 @@ def figure5(
 ) -> None:
     """Figure 5: per heuristic, one bar per method (the debiased models measured on the heuristic they address),
     drawn like Figure 2 (:func:`spurious.thinktwice.report.figure2`): the worse segment's EM mean with its bootstrap interval
-    and the prediction bias on top; "n/a" where no threshold was found. One panel per model, dataset and split;
-    several seeds are averaged as in :func:`methods_bias_table`."""
+    and the prediction bias on top; where no threshold was found, why (the first seed's ``reason``). One panel row per
+    model, dataset and split (and four heuristics); several seeds are averaged as in :func:`methods_bias_table`."""
     table = methods_bias_table(bias_results, dataset=dataset, split=split)
+    cells = _methods_cells(_select(bias_results, dataset, split))
+    methods = {_label(k[4]): k[4] for k in cells}
     results = []
     for rec in table.to_dict("records"):
         panel = f"{rec['model']}: {rec['dataset']}/{rec['split']}"
         found = rec["n_found"] > 0
+        seeds = cells[(rec["model"], rec["dataset"], rec["split"], rec["heuristic"], methods[rec["method"]])]
+        # why no seed found a threshold (the first seed's reason): the figure says it on the panel
+        why = {k: seeds[0].get(k) for k in ("reason", "n_evaluated")} if not found else {}
         worse = {"size": rec["worse_size"], "em_mean": rec["worse_em_mean"]}
         worse.update(em_q025=rec["worse_em_q025"], em_q975=rec["worse_em_q975"])
         results.append(
@@ -232,6 +239,7 @@ def figure5(
                 "worse_group": "low" if found else None,
                 "groups": {"low": worse if found else {}, "high": {}},
                 **{k: rec[k] for k in ("sample_size", "iterations")},
+                **why,
             }
         )
     report.figure2(results, png_path, svg_path, title=title or "Prediction bias per debiasing method")
@@ -426,13 +434,14 @@ def _heatmap(ax: Any, values: np.ndarray, rows: Sequence[str], columns: Sequence
         text = report.NA_TEXT if math.isnan(x) else f"{x:+.2f}"
         color = "white" if not math.isnan(x) and abs(x) > 0.6 * vmax else "black"
         ax.text(j + 0.5, i + 0.5, text, ha="center", va="center", fontsize=6.5, color=color)
-    ax.set_xticks(np.arange(len(columns)) + 0.5, list(columns), rotation=45, ha="right")
+    ax.set_xticks(np.arange(len(columns)) + 0.5, list(columns))
     ax.set_yticks(np.arange(len(rows)) + 0.5, list(rows))
     ax.invert_yaxis()
     ax.set_xlabel("measured heuristic")
     return mesh
 
 
+@figure_function
 def figure_cross_bias(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -460,19 +469,29 @@ def figure_cross_bias(
     vmax = max([0.5] + [float(np.nanmax(np.abs(v.to_numpy()))) for v in values.values() if v.notna().any().any()])
     n_cols = max(v.shape[1] for v in values.values())
     n_rows = max(v.shape[0] for v in values.values())
+    panel_w, panel_h = 1.4 + 0.75 * n_cols, 1.3 + 0.45 * n_rows
+    # as many heat maps side by side as fit the page beside the colour bar, the others in further rows
+    grid_cols = max(1, min(len(methods), int((figures.MAX_WIDTH_IN - 1.4) // panel_w)))
+    grid_rows = math.ceil(len(methods) / grid_cols)
+    fig_w = min(figures.MAX_WIDTH_IN, max(5.5, 1.4 + panel_w * grid_cols))
     with matplotlib.rc_context(_rc("spurious-cross-bias")):
-        fig = Figure(figsize=(1.0 + 0.75 * n_cols * len(methods), 1.6 + 0.45 * n_rows), layout="constrained")
+        fig = Figure(figsize=(fig_w, max(3.0, 0.7 + panel_h * grid_rows)), layout="constrained")
         FigureCanvasAgg(fig)
-        axes = fig.subplots(1, len(methods), squeeze=False)[0]
+        axes = fig.subplots(grid_rows, grid_cols, squeeze=False).ravel()
         mesh = None
-        for ax, m in zip(axes, methods, strict=True):
+        for ax, m in zip(axes, methods, strict=False):
             v = values[m]
             mesh = _heatmap(ax, v.to_numpy(dtype=float), list(v.index), list(v.columns), vmax)
             ax.set_title(f"{_label(m)} (seeds: {matrices[m].attrs['n_seeds']})", fontsize=8)
-        axes[0].set_ylabel("addressed heuristic")
-        fig.colorbar(mesh, ax=list(axes), label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
-        fig.suptitle(title or f"Cross-bias change of the debiased models ({dataset}/{split})", fontsize=9)
-        _save(fig, png_path, svg_path)
+            ax.set_ylabel("addressed heuristic")
+        for ax in axes[len(methods) :]:
+            ax.set_visible(False)
+        shown = list(axes[: len(methods)])
+        fig.colorbar(mesh, ax=shown, label=f"Δ prediction bias vs. {versus}\n(EM points)", shrink=0.9)
+        heading = title or f"Cross-bias change of the debiased models ({dataset}/{split})"
+        fig.suptitle(figures.fill(heading, fig_w * 0.9, 9), fontsize=9)
+        figures.rotate_crowded_ticklabels(shown, rotation=45)
+        save_figure(fig, png_path, svg_path)
 
 
 def figure6_table(
@@ -515,6 +534,7 @@ def figure6_table(
     return df
 
 
+@figure_function
 def figure6(
     bias_results: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -542,9 +562,11 @@ def figure6(
         ax = fig.subplots()
         mesh = _heatmap(ax, values, labels, measured, vmax)
         versus = _label(table.attrs["baseline"]).lower()
-        fig.colorbar(mesh, ax=ax, label=f"Δ prediction bias vs. {versus} (points)", shrink=0.9)
-        fig.suptitle(f"Cross-bias change where each method reduces its bias most ({dataset}/{split})", fontsize=9)
-        _save(fig, png_path, svg_path)
+        fig.colorbar(mesh, ax=ax, label=f"Δ prediction bias vs. {versus}\n(EM points)", shrink=0.9)
+        heading = f"Cross-bias change where each method reduces its bias most ({dataset}/{split})"
+        fig.suptitle(figures.fill(heading, fig.get_size_inches()[0] * 0.9, 9), fontsize=9)
+        figures.rotate_crowded_ticklabels([ax], rotation=45)
+        save_figure(fig, png_path, svg_path)
     return table
 
 

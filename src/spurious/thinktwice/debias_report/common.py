@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import math
-import os
 import re
 from collections.abc import Iterable, Mapping
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from spurious.core.io import atomic_path
 from spurious.thinktwice import paper_values
 
 ORIGINAL = "original"
@@ -119,10 +116,3 @@ def _method_order(methods: Iterable[str]) -> list[str]:
 def _rc(salt: str) -> dict[str, Any]:
     return {"svg.hashsalt": salt, "svg.fonttype": "path", "font.size": 8}
 
-
-def _save(fig: Any, png_path: str | os.PathLike, svg_path: str | os.PathLike) -> None:
-    """PNG then SVG, each atomically, without the dates and software versions that would make the bytes differ."""
-    with atomic_path(Path(png_path)) as tmp:
-        fig.savefig(tmp, format="png", dpi=150, metadata={"Software": None})
-    with atomic_path(Path(svg_path)) as tmp:
-        fig.savefig(tmp, format="svg", metadata={"Date": None, "Creator": None})

@@ -10,6 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values, report
 from spurious.thinktwice.debias_report.common import (
     AVERAGE,
@@ -20,7 +21,6 @@ from spurious.thinktwice.debias_report.common import (
     _ordered_unique,
     _rc,
     _round,
-    _save,
     paper_dataset_name,
 )
 from spurious.thinktwice.report import PAPER_SUFFIX
@@ -93,6 +93,7 @@ def ood_performance_table(
     return df
 
 
+@figure_function
 def figure3(
     metrics: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -152,6 +153,6 @@ def figure3(
         handles, labels = axes[1].get_legend_handles_labels()
         fig.legend(handles, labels, loc="outside right upper", fontsize=7, frameon=False)
         fig.suptitle(title or "OOD performance per pre-trained model", fontsize=9)
-        _save(fig, png_path, svg_path)
+        save_figure(fig, png_path, svg_path)
 
 

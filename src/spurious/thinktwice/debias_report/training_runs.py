@@ -10,6 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core import figures
+from spurious.core.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values
 from spurious.thinktwice.debias_report.common import (
     CONTROL,
@@ -22,7 +24,6 @@ from spurious.thinktwice.debias_report.common import (
     _ordered_unique,
     _rc,
     _round,
-    _save,
 )
 from spurious.thinktwice.report import _num
 
@@ -61,6 +62,7 @@ def _gate_curve(summary: Mapping[str, Any]) -> tuple[np.ndarray, np.ndarray, np.
     return steps, mean, q10, q90
 
 
+@figure_function
 def figure_loss_curves(
     summaries: Sequence[Mapping[str, Any]],
     png_path: str | os.PathLike,
@@ -74,7 +76,8 @@ def figure_loss_curves(
     (the original behind them) and the debiased runs with their control behind them (the plain run of the same model
     and seed where there is one, else the original) in lighter, thinner lines, as in the paper; one colour per
     dataset, the in-distribution curve (``id_name``) solid and the OOD ones dashed. LMix panels also show the gate on
-    a right-hand axis (its batch mean per step, black, with the 10-90 % band), so a gate that runs away is visible.
+    a right-hand axis (its batch mean per step, black dotted, with the 10-90 % band), so a gate that runs away is
+    visible. The step axis has whole ticks; a panel without points says so; the legend sits below the panels.
 
     ``max_step``: only the points at steps <= ``max_step`` are drawn (the paper's Figs. 8-9 show the first 10,000
     steps; the workflow passes ``debias.report.loss_curve_max_steps``), and a panel whose curves went further ends
@@ -114,8 +117,9 @@ def figure_loss_curves(
     def kept(steps: np.ndarray) -> np.ndarray:
         return steps <= max_step if max_step is not None else np.ones(len(steps), dtype=bool)
 
+    fig_w = max(5.0, 1.0 + 3.6 * cols)
     with matplotlib.rc_context(_rc("spurious-loss-curves")):
-        fig = Figure(figsize=(1.0 + 3.6 * cols, 0.6 + 2.6 * n_rows), layout="constrained")
+        fig = Figure(figsize=(fig_w, 1.2 + 2.8 * n_rows), layout="constrained")
         FigureCanvasAgg(fig)
         axes = fig.subplots(n_rows, cols, squeeze=False).ravel()
         for ax, (summary, base) in zip(axes, panels, strict=False):
@@ -139,8 +143,9 @@ def figure_loss_curves(
             method = _method_of(summary)
             label = _label(method) + (f" · {summary.get('addressed')}" if summary.get("addressed") else "")
             behind = f"; behind: {_label(_method_of(base)).lower()}" if base is not None else ""
-            ax.set_title(f"{label} ({summary.get('run', '')}{behind})", fontsize=7)
+            ax.set_title(f"{label}\n" + figures.fill(f"{summary.get('run', '')}{behind}", 3.2, 7), fontsize=7)
             ax.set_xlabel("step")
+            figures.count_axis(ax.xaxis)
             ax.set_ylabel("validation loss")
             ax.grid(linewidth=0.3, alpha=0.6)
             gate = _gate_curve(summary)
@@ -152,11 +157,14 @@ def figure_loss_curves(
                 cut = cut or not keep.all()
                 twin = ax.twinx()
                 twin.fill_between(steps[keep], q10[keep], q90[keep], color="black", alpha=0.12, linewidth=0)
-                twin.plot(steps[keep], mean[keep], color="black", linewidth=0.8)
+                twin.plot(steps[keep], mean[keep], color="black", linewidth=1.0, linestyle=":")
                 twin.set_ylabel("LMix gate g(x)")
                 twin.set_ylim(bottom=0.0)
             if cut and max_step is not None:
                 ax.set_xlim(right=max_step)
+            if not shown:
+                limit = f" at or before step {max_step:,}" if cut and max_step is not None else ""
+                figures.explain_empty(ax, f"no validation loss recorded{limit} in this run's training summary")
             drawn[str(summary.get("run", ""))] = max(shown) if shown else math.nan
         for ax in axes[len(panels) :]:
             ax.set_visible(False)
@@ -167,13 +175,15 @@ def figure_loss_curves(
                 Line2D([], [], color="black", linewidth=0.7, alpha=0.4, label="its control (plain, else original)"),
             ]
         if any_gate:
-            handles.append(Line2D([], [], color="black", linewidth=0.8, label="gate mean (10-90 % band), right axis"))
-        fig.legend(handles=handles, loc="outside right upper", fontsize=7, frameon=False)
+            handles.append(
+                Line2D([], [], color="black", linewidth=1.0, linestyle=":",
+                       label="gate mean (10-90 % band), right axis")
+            )
+        fig.legend(handles=handles, loc="outside lower center", ncols=min(3, len(handles)), fontsize=7, frameon=False)
         limit = "every step" if max_step is None else f"the first {max_step:,} steps"
-        fig.suptitle(
-            f"{title or 'Validation loss during training (in-distribution solid, OOD dashed)'}; {limit}", fontsize=9
-        )
-        _save(fig, png_path, svg_path)
+        heading = f"{title or 'Validation loss during training (in-distribution solid, OOD dashed)'}; {limit}"
+        fig.suptitle(figures.fill(heading, fig_w * 0.9, 9), fontsize=9)
+        save_figure(fig, png_path, svg_path)
     return drawn
 
 
