@@ -466,7 +466,7 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
     },
     "spurious.audit.report.insertion_figure": {
         "six features": lambda: _audit("insertion_figure", _insertion_result(
-            [(f, lab) for f in ("zxq", "!", "very", "my thought:") for lab in ("positive",)]
+            [(f, lab) for f in ("zxq", "!", "very", "for those who haven't watched it yet,") for lab in ("positive",)]
             + [("not", "negative"), ("no", "negative")])),
         "no feature applicable": lambda: _audit("insertion_figure", {
             "task": "classification", "permutation_test": {},

@@ -200,7 +200,7 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from spurious.core.figures import explain_empty
+    from spurious.core.figures import explain_empty, fill
 
     rows = [r for r in result["insertion"] if r.get("flip_rate") is not None and not math.isnan(r["flip_rate"])]
     fig, ax = plt.subplots(figsize=(7, 0.35 * len(rows) + 1.2), layout="constrained")
@@ -214,7 +214,8 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     colors = ["tab:red" if r["flagged"] else "tab:gray" for r in rows]
     ax.barh(y, rates, xerr=errors, color=colors)
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
-    ax.set_xlabel("share of examples not predicted the label that flip to it (red: flagged)")
+    # on two lines where the feature names leave the axis too little width for one
+    ax.set_xlabel(fill("share of examples not predicted the label that flip to it (red: flagged)", 3.5, 10))
     ax.invert_yaxis()
     return _svg(fig)
 
