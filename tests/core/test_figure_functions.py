@@ -465,9 +465,13 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
         "names": lambda: _audit("qa_figure", _qa_result(heuristics=NAMES)),
     },
     "spurious.audit.report.insertion_figure": {
-        "six features": lambda: _audit("insertion_figure", _insertion_result(
-            [(f, lab) for f in ("zxq", "!", "very", "for those who haven't watched it yet,") for lab in ("positive",)]
-            + [("not", "negative"), ("no", "negative")])),
+        # the features of the audit's test of a planted token (tests/audit/test_audit.py)
+        "nine features": lambda: _audit("insertion_figure", _insertion_result(
+            [("punctuation:exclamation", "negative"), ("punctuation:semicolon", "negative"),
+             ("punctuation:asterisk", "negative"), ("prefix:for_those_who_havent_watched_it_yet", "negative"),
+             ("prefix:my_thought", "negative"), ("prefix:from_the_press", "positive"),
+             ("prefix:i_have_to_say", "negative"), ("prefix:what_you_have_to_know", "positive"),
+             ("token:zxq", "positive")])),
         "no feature applicable": lambda: _audit("insertion_figure", {
             "task": "classification", "permutation_test": {},
             "insertion": [{"feature": "zxq", "label": "positive", "n_applicable": 0, "flip_rate": float("nan"),

@@ -214,8 +214,10 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     colors = ["tab:red" if r["flagged"] else "tab:gray" for r in rows]
     ax.barh(y, rates, xerr=errors, color=colors)
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
-    # on two lines where the feature names leave the axis too little width for one
-    ax.set_xlabel(fill("share of examples not predicted the label that flip to it (red: flagged)", 3.5, 10))
+    ax.set_xlabel("share of examples not predicted the label that flip to it (red: flagged)")
+    fig.canvas.draw()  # the layout gives the panel its width (the feature names take the rest): wrap the label to it
+    width_in = ax.get_position().width * fig.get_figwidth()
+    ax.set_xlabel(fill(ax.get_xlabel(), width_in, ax.xaxis.label.get_fontsize()))
     ax.invert_yaxis()
     return _svg(fig)
 
