@@ -212,7 +212,7 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     rates = [r["flip_rate"] for r in rows]
     errors = [[r["flip_rate"] - r["flip_rate_ci"][0] for r in rows], [r["flip_rate_ci"][1] - r["flip_rate"] for r in rows]]
     colors = ["tab:red" if r["flagged"] else "tab:gray" for r in rows]
-    ax.barh(y, rates, xerr=errors, color=colors)
+    ax.barh(y, rates, xerr=errors, color=colors, edgecolor=colors, linewidth=0.8)  # a rate of 0: a line at 0
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
     ax.set_xlabel("share of examples not predicted the label that flip to it (red: flagged)")
     fig.canvas.draw()  # the layout gives the panel its width (the feature names take the rest): wrap the label to it
