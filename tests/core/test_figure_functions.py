@@ -29,6 +29,13 @@ SHORT = ("word-dist", "ans-len")  # for the names cases: small and quick
 EXCL = "punctuation:exclamation"
 
 
+@pytest.fixture(autouse=True)
+def _checked_here_not_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check each figure themselves (and see every problem), so saving does not check it a second time
+    (tests/conftest.py turns that on for the rest of the suite)."""
+    monkeypatch.delenv(figures.CHECK_ENV, raising=False)
+
+
 def _figure_modules(root: Path = SRC) -> list[str]:
     """The modules under ``root`` that create a figure or use ``figure_function`` (so that importing them fills the
     registry without importing the whole package, torch included)."""
