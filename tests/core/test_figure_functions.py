@@ -29,6 +29,13 @@ SHORT = ("word-dist", "ans-len")  # for the names cases: small and quick
 EXCL = "punctuation:exclamation"
 
 
+@pytest.fixture(autouse=True)
+def _checked_here_not_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests check each figure themselves (and see every problem), so saving does not check it a second time
+    (tests/conftest.py turns that on for the rest of the suite)."""
+    monkeypatch.delenv(figures.CHECK_ENV, raising=False)
+
+
 def _figure_modules(root: Path = SRC) -> list[str]:
     """The modules under ``root`` that create a figure or use ``figure_function`` (so that importing them fills the
     registry without importing the whole package, torch included)."""
@@ -476,9 +483,13 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
         "names": lambda: _audit("qa_figure", _qa_result(heuristics=NAMES)),
     },
     "spurious.audit.report.insertion_figure": {
-        "six features": lambda: _audit("insertion_figure", _insertion_result(
-            [(f, lab) for f in ("zxq", "!", "very", "my thought:") for lab in ("positive",)]
-            + [("not", "negative"), ("no", "negative")])),
+        # the features of the audit's test of a planted token (tests/audit/test_audit.py)
+        "nine features": lambda: _audit("insertion_figure", _insertion_result(
+            [("punctuation:exclamation", "negative"), ("punctuation:semicolon", "negative"),
+             ("punctuation:asterisk", "negative"), ("prefix:for_those_who_havent_watched_it_yet", "negative"),
+             ("prefix:my_thought", "negative"), ("prefix:from_the_press", "positive"),
+             ("prefix:i_have_to_say", "negative"), ("prefix:what_you_have_to_know", "positive"),
+             ("token:zxq", "positive")])),
         "no feature applicable": lambda: _audit("insertion_figure", {
             "task": "classification", "permutation_test": {},
             "insertion": [{"feature": "zxq", "label": "positive", "n_applicable": 0, "flip_rate": float("nan"),

@@ -103,6 +103,11 @@ CONTRACT_NAMES = {
         "register_config_check config_checks"
     ),
     "spurious.core.tables": "write_table format_markdown fixed_decimals NA_TEXT",
+    "spurious.core.figures": (
+        "figure_function registered_figures figure_style TEXT_STYLE save_figure svg_text capture_figures CHECK_ENV "
+        "check_figure assert_readable FigureCheckError MAX_WIDTH_IN PNG_DPI count_axis is_count_axis drawn_texts fill "
+        "explain_empty rotate_crowded_ticklabels"
+    ),
     "spurious.core.inputs": (
         "load_data load_predictions load_classification_file load_classification_predictions "
         "PREDICTION_FORMATS InputError"

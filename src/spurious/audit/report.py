@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spurious.audit import verdict
-from spurious.core.figures import explain_empty, figure_function, svg_text
+from spurious.core.figures import explain_empty, figure_function, fill, svg_text
 
 SUMMARY_COLUMNS = ("shortcut", "evidence", "effect (points)", "95 % interval (points)", "effect class", "test result",
                    "verdict")
@@ -445,9 +445,12 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     errors = [[100.0 * (r["flip_rate"] - r["flip_rate_ci"][0]) for r in rows],
               [100.0 * (r["flip_rate_ci"][1] - r["flip_rate"]) for r in rows]]
     colors = [VERDICT_STYLE[verdict.verdict_text(bool(r["flagged"]))][0] for r in rows]
-    ax.barh(y, rates, xerr=errors, color=colors)
+    ax.barh(y, rates, xerr=errors, color=colors, edgecolor=colors, linewidth=0.8)  # a rate of 0: a line at 0
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
-    ax.set_xlabel("flip rate (%)\nof the examples not already predicted the label")
+    ax.set_xlabel("flip rate (%) of the examples not already predicted the label")
+    fig.draw_without_rendering()  # the layout gives the panel its width (the feature names take the rest): wrap the label to it
+    width_in = ax.get_position().width * fig.get_figwidth()
+    ax.set_xlabel(fill(ax.get_xlabel(), width_in, ax.xaxis.label.get_fontsize()))
     ax.invert_yaxis()
     return svg_text(fig)
 
