@@ -75,7 +75,7 @@ INDEX_PAPERS = {
     "Debiasing": "Think Twice (Mikula et al., EACL 2024)",
     "Lexical bias": "Stubborn Lexical Bias (Serrano, Dodge, Smith, ACL Findings 2023)",
     "AFLite": "AFLite (Le Bras et al., ICML 2020)",
-    "SpuriousBench": "SpuriousBench (Joshi, Pan, He 2022)",
+    "SpuriousBench": "SpuriousBench (an anonymous ICLR 2023 submission)",
 }
 
 

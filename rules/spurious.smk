@@ -1,7 +1,8 @@
-# SpuriousBench (Joshi, Pan, He 2022): per dataset, disjoint train / dev / test pools; per Table 1 feature, a train
-# and a dev split with the configured prevalence and strength and a test set in which the feature and the label are
-# independent; per model, method and seed, a classifier and its spurious gap (acc supporting − acc counter) next to
-# its in-distribution dev accuracy; Fig. 1, Fig. 2 and the App. E sizes. Outputs live under results/spurious/.
+# SpuriousBench (an anonymous ICLR 2023 submission): per dataset, disjoint train / dev / test pools; per Table 1
+# feature, a train and a dev split with the configured prevalence and strength and a test set in which the feature and
+# the label are independent; per model, method and seed, a classifier and its spurious gap (acc supporting − acc
+# counter) next to its in-distribution dev accuracy; Fig. 1, Fig. 2 and the App. E sizes. Outputs live under
+# results/spurious/.
 
 
 rule spurious_pools:

@@ -1,7 +1,7 @@
 """The counterfactual feature-insertion test: does inserting a feature into a text move a model's predictions towards
 one label?
 
-This is our extension of SpuriousBench's spurious gap (Joshi et al. 2022 use features planted at training time) to a
+This is our extension of SpuriousBench's spurious gap (the paper plants its features at training time) to a
 model trained elsewhere. Each feature of SpuriousBench's insertion inventory (punctuation marks, prefixes, adverbs
 before the first adjective; :mod:`spurious.spuriousbench.construction`) or a user's token is inserted into every
 evaluation example, whatever its label, and the model predicts the example before and after.

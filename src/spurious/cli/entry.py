@@ -24,7 +24,7 @@ Measure the prediction shortcuts (spurious correlations) an NLP model takes, wit
       annotate, evaluate, bias, report; audit --task qa
   Stubborn Lexical Bias (Serrano et al. 2023): the exact permutation test of a classifier's lexical bias
       lexical-test; audit --task classification
-  SpuriousBench (Joshi et al. 2022): whether inserting a spurious feature moves a classifier's predictions
+  SpuriousBench (ICLR 2023 submission): whether inserting a spurious feature moves a classifier's predictions
       audit --task classification (--features, --insert-token)
   AFLite (Le Bras et al. 2020): how predictable the training data is from the model's own representations
       audit --task classification --train
