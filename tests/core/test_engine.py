@@ -331,12 +331,15 @@ class _Tempered(torch.nn.Module):
         super().__init__()
         self.log_t = torch.nn.Parameter(torch.zeros(()))
 
-    def forward(self, start, end, hidden, batch, feature_index):
+    def batch_inputs(self, feature_index, batch):
+        return {}
+
+    def forward(self, start, end, hidden, batch):
         from spurious.core.qa.inference import qa_loss
 
         scale = self.log_t.exp()
         loss = qa_loss(start * scale, end * scale, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
-        return loss, {"t": float(scale.detach())}
+        return loss, {"t": scale.detach()}
 
 
 def test_qa_over_two_processes_with_an_objective_matches_one_process(squad_dev, tmp_path):

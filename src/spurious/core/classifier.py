@@ -32,6 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core import compiled
 from spurious.core.config import RUNTIME_SETTINGS
 from spurious.core.engine import (
     TrainState,
@@ -45,7 +46,7 @@ from spurious.core.engine import (
 )
 from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
-from spurious.core.models import load_config, load_tokenizer, quiet_transformers, resolve_model
+from spurious.core.models import load_config, load_tokenizer, model_attention_mask, quiet_transformers, resolve_model
 from spurious.core.prompt import (
     PROMPT_FILE,
     PromptClassifier,
@@ -64,6 +65,7 @@ from spurious.core.training import (  # TrainingPreempted: what callers of train
     pick_device,
     save_model_dir,
     seed_everything,
+    to_device,
     use_bf16,
 )
 from spurious.core.training import (
@@ -93,6 +95,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "eval_batch_size": 128,
     # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
     "pad_to_multiple_of": "auto",
+    # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
+    "compile": "auto",
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
     # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
@@ -118,6 +123,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
             f"classification setting eval_every must be null, a positive number of optimizer steps or "
             f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
         )
+    compiled.check_setting(s["compile"])
     return s
 
 
@@ -141,9 +147,13 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
+    def batch_width(self, longest: int, multiple: int = 1) -> int:
+        """The width of a collated batch whose longest row has ``longest`` tokens (``collate``'s rule)."""
+        return padded_width(longest, multiple, self.max_length)
+
     def collate(self, rows: Sequence[int] | np.ndarray, multiple: int = 1) -> dict[str, torch.Tensor]:
         """Pad ``rows`` into a batch as wide as the longest, rounded up to ``multiple`` (``padded_width``)."""
-        width = padded_width(max(len(self.input_ids[r]) for r in rows), multiple, self.max_length)
+        width = self.batch_width(max(len(self.input_ids[r]) for r in rows), multiple)
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
         mask = torch.zeros((len(rows), width), dtype=torch.long)
         types = torch.zeros((len(rows), width), dtype=torch.long) if self.token_type_ids is not None else None
@@ -195,6 +205,13 @@ def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: Pro
     )
 
 
+def classifier_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The model's logits on a collated batch on its device, the attention mask made by ``model_attention_mask``
+    (a ``PromptClassifier`` makes its masked LM's itself)."""
+    inputs = dict(batch, attention_mask=model_attention_mask(model, batch["attention_mask"]))
+    return model(**inputs).logits
+
+
 @torch.no_grad()
 def class_probabilities(
     model: torch.nn.Module,
@@ -206,20 +223,25 @@ def class_probabilities(
     bf16: bool,
     should_stop: Callable[[], bool] | None = None,
     multiple: int = 1,
+    compile: str = "off",
+    repeats: int = 1,
 ) -> np.ndarray:
     """The softmax over the labels for every row of ``data``, (rows, n_labels) float64, in batches of similar length.
 
     The caller puts the model in eval mode. ``should_stop`` is polled before every batch: when it answers True the
-    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming)."""
+    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming).
+    ``compile``: the setting (``spurious.core.compiled.batched``), for ``repeats`` passes over ``data``."""
     order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
+    batches = [order[lo : lo + batch_size] for lo in range(0, len(order), batch_size)]
+    shapes = [(len(rows), data.batch_width(int(data.lengths[rows].max()), multiple)) for rows in batches]
+    logits_of = compiled.batched(classifier_logits, compile, device, shapes, repeats=repeats)
     probs = np.zeros((len(data), n_labels), dtype=np.float64)
-    for lo in range(0, len(order), batch_size):
+    for rows, shape in zip(batches, shapes, strict=True):
         if should_stop is not None and should_stop():
             raise StopRequested
-        rows = order[lo : lo + batch_size]
-        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
+        batch = to_device(data.collate(rows, multiple), device)
         with autocast(device, bf16):
-            logits = model(**batch).logits
+            logits = logits_of(shape, model, batch)
         probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
 
@@ -441,27 +463,33 @@ def train_classifier(
     n_trainable = bitfit(model) if trainable == "bitfit" else sum(p.numel() for p in model.parameters())
     data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
-    weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
     fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
     multiple = pad_multiple(s["pad_to_multiple_of"], device)
 
-    def loss_fn(
-        model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        batch = {k: v.to(device) for k, v in data.collate(rows, multiple).items()}
-        labels = torch.from_numpy(data.labels[rows]).to(device)
-        w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
-        return weighted_loss(model(**batch).logits, labels, w), {}  # bf16 autocast comes from the engine
+    def batch_fn(rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        batch = data.collate(rows, multiple)
+        batch["labels"] = torch.from_numpy(data.labels[rows])
+        if weights is not None:
+            batch["weights"] = torch.from_numpy(weights[rows].astype(np.float32))
+        return to_device(batch, device)
 
+    def loss_fn(
+        model: torch.nn.Module, objective: None, batch: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights")}
+        logits = classifier_logits(model, inputs)  # bf16 autocast comes from the engine
+        return weighted_loss(logits, batch["labels"], batch.get("weights")), {}
+
+    _, steps_per_epoch, total_steps = step_counts(len(data), s)
     evaluation = (
         None
         if eval_data is None
         else _AccuracyEvaluation(
-            model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit, multiple
+            model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit, multiple,
+            compile=s["compile"], evaluations=_evaluations(eval_every, total_steps, steps_per_epoch),
         )
     )
-    _, steps_per_epoch, total_steps = step_counts(len(data), s)
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
     emit(
         f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
@@ -479,6 +507,8 @@ def train_classifier(
         loss_fn,
         data.lengths,
         s,
+        batch_fn=batch_fn,
+        batch_width=lambda longest: data.batch_width(longest, multiple),
         checkpoint_dir=checkpoint_dir,
         fingerprint=fingerprint,
         emit=emit,
@@ -519,6 +549,14 @@ def train_classifier(
     return summary
 
 
+def _evaluations(eval_every: int | str | None, total_steps: int, steps_per_epoch: int) -> int:
+    """How many dev evaluations a run makes (at most): every ``eval_every`` steps or epoch, and after the last."""
+    if eval_every is None:
+        return 0
+    every = steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every)
+    return total_steps // max(every, 1) + 1
+
+
 class _AccuracyEvaluation:
     """Dev accuracy every ``eval_every`` optimizer steps (or at every epoch end) and after the last step; the best
     is the highest accuracy, the earliest on ties. Recorded in ``state.evaluation``: ``history`` ([{step,
@@ -534,9 +572,13 @@ class _AccuracyEvaluation:
         bf16: bool,
         emit: LogFn,
         multiple: int = 1,
+        *,
+        compile: str = "off",
+        evaluations: int = 1,
     ) -> None:
         self.model, self.data, self.n_labels, self.eval_every = model, data, n_labels, eval_every
         self.batch_size, self.bf16, self.emit, self.multiple = batch_size, bf16, emit, multiple
+        self.compile, self.evaluations = compile, evaluations
 
     def due(self, state: TrainState, total_steps: int) -> bool:
         if state.step >= total_steps:
@@ -559,6 +601,8 @@ class _AccuracyEvaluation:
                 bf16=self.bf16,
                 should_stop=should_stop,
                 multiple=self.multiple,
+                compile=self.compile,
+                repeats=self.evaluations,
             )
         finally:
             self.model.train()
@@ -590,13 +634,14 @@ class TrainedClassifier:
     device: torch.device
     bf16: bool
     pad_to_multiple_of: int | str = "auto"
+    compile: str = "auto"  # the setting (spurious.core.compiled), for each call of ``probabilities``
 
     def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
         """The softmax over the labels for every row of ``frame`` and the encoded rows."""
         data = encode_for(frame, self.tokenizer, self.max_length, self.prompt)
         probs = class_probabilities(
             self.model, data, n_labels=len(self.label_names), batch_size=batch_size, device=self.device, bf16=self.bf16,
-            multiple=pad_multiple(self.pad_to_multiple_of, self.device),
+            multiple=pad_multiple(self.pad_to_multiple_of, self.device), compile=self.compile,
         )
         return probs, data
 
@@ -608,6 +653,7 @@ def load_trained_classifier(
     device: str = "auto",
     bf16: bool | str = "auto",
     pad_to_multiple_of: int | str = "auto",
+    compile: str = "auto",
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
     ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given."""
@@ -641,7 +687,8 @@ def load_trained_classifier(
     dev = pick_device(device)
     model.to(dev).eval()
     return TrainedClassifier(
-        model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of
+        model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of,
+        compiled.check_setting(compile),
     )
 
 
@@ -657,6 +704,7 @@ def predict_classifier(
     check_labels: bool = True,
     loaded: TrainedClassifier | None = None,
     pad_to_multiple_of: int | str = "auto",
+    compile: str = "auto",
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
     probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
@@ -665,10 +713,12 @@ def predict_classifier(
 
     A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
     probabilities are the softmax over the label words' logits at the mask. ``loaded``: the model already loaded by
-    :func:`load_trained_classifier` (then ``max_length``, ``device`` and ``bf16`` are its own)."""
+    :func:`load_trained_classifier` (then ``max_length``, ``device``, ``bf16``, ``pad_to_multiple_of`` and ``compile``
+    are its own)."""
     emit = log or logger.info
     clf = loaded or load_trained_classifier(
-        model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of
+        model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of,
+        compile=compile,
     )
     names = clf.label_names
     if check_labels and names != list(frame.attrs["label_names"]):

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import load_config, quiet_transformers, resolve_model
+from spurious.core.models import load_config, model_attention_mask, quiet_transformers, resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -313,7 +313,8 @@ class PromptClassifier(torch.nn.Module):
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         self._positions, self._shape, self._gathered = mask_positions, tuple(input_ids.shape), False
         try:
-            logits = self.mlm(input_ids=input_ids, attention_mask=attention_mask, **extra).logits
+            mask = model_attention_mask(self.mlm, attention_mask)  # no model code reads it on the host
+            logits = self.mlm(input_ids=input_ids, attention_mask=mask, **extra).logits
         finally:
             self._positions, self._shape = None, None
         if self._gathered:

@@ -60,6 +60,10 @@ class QAFeatures:
         """The sequence id of the question: ``featurize`` puts it first with right padding, second with left."""
         return 0 if self.pad_on_right else 1
 
+    def batch_width(self, longest: int, pad_to: int | None = None, multiple: int = 1) -> int:
+        """The width of a collated batch whose longest window has ``longest`` tokens (``collate``'s rule)."""
+        return padded_width(max(longest, pad_to or 0), multiple, self.max_length)
+
     def collate(
         self, indices: Sequence[int] | np.ndarray, pad_to: int | None = None, multiple: int = 1
     ) -> dict[str, torch.Tensor]:
@@ -72,7 +76,7 @@ class QAFeatures:
         of the window when ``cls_index`` is unknown) and, when ``sequence_ids`` is known, ``question_mask``.
         """
         rows = [self.input_ids[i] for i in indices]
-        width = padded_width(max(max(len(r) for r in rows), pad_to or 0), multiple, self.max_length)
+        width = self.batch_width(max(len(r) for r in rows), pad_to, multiple)
         n = len(rows)
         input_ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)

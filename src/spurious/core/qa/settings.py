@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from spurious.core.compiled import check_setting
 from spurious.core.config import RUNTIME_SETTINGS
 from spurious.core.training import (
     fill_settings,
@@ -34,6 +35,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
     # (spurious.core.training.PAD_MULTIPLE_BY_DEVICE)
     "pad_to_multiple_of": "auto",
+    # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
+    "compile": "auto",
     "group_by_length": False,
     # validation, early stopping, checkpoints
     "eval_every": 200,
@@ -63,6 +67,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     resolved = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "QA")
     if resolved["stride"] >= resolved["max_length"]:
         raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
+    check_setting(resolved["compile"])
     return resolved
 
 
