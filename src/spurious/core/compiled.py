@@ -5,18 +5,18 @@ once per batch shape, ``(rows, width)``: with ``pad_to_multiple_of`` a run meets
 ``max_length / 64`` on CUDA), and each one is compiled and warmed before the first step. On CUDA each shape becomes a
 CUDA graph (``mode="reduce-overhead"``), replayed at every step of that shape, and the optimizer step (gradient
 clipping, fused AdamW with a learning rate held in a device tensor, zeroing the gradients) is captured as one more
-graph (``spurious.core.engine``). Batches of a shape met rarely (the short last batch of an epoch) run eagerly. Dropout
-stays as configured (compiled dropout draws from the same generators, in its own way: a compiled run follows other
-random masks than an eager one, reproducibly).
+graph (``spurious.core.engine``). Batches of a shape met once (the short last batch of an epoch, a rare width) run
+eagerly: a compilation cannot pay for itself in one pass. Dropout stays as configured (compiled dropout draws from
+the same generators, in its own way: a compiled run follows other random masks than an eager one, reproducibly).
 
-``auto`` compiles where it pays: on CUDA when the passes it speeds up save more than their compilation costs,
+``auto`` compiles the shapes that repay their compilation, on CUDA: a shape met at least
 
-    passes x SAVED_SECONDS_PER_PASS >= shapes x COMPILE_SECONDS_PER_SHAPE,
+    AUTO_MIN_PASSES = COMPILE_SECONDS_PER_SHAPE / SAVED_SECONDS_PER_PASS = 20 s / 5 ms = 4,000 times
 
-i.e. about 4,000 forward-backward passes per batch shape. The two constants are provisional: they come from compiling
-the forward and backward of BERT-base alone on an H200 (5 widths in 70-104 s; 5-6 ms saved per step of 28 ms) and
-are to be re-measured for the whole compiled step. Never on CPU: there each new width costs a compilation of tens of
-seconds and a step saves little.
+in the run (forward-backward passes in training, batches in prediction); the others run eagerly. The two constants
+are provisional: they come from compiling the forward and backward of BERT-base alone on an H200 (5 widths in
+70-104 s; 5-6 ms saved per step of 28 ms) and are to be re-measured for the whole compiled step. Never on CPU: there
+each new width costs a compilation of tens of seconds and a step saves little.
 
 Changing the setting reruns nothing (it is one of ``spurious.core.config.RUNTIME_SETTINGS``): the same updates,
 computed by other kernels, agree up to floating-point rounding, and a checkpoint written with either value resumes
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -37,7 +37,9 @@ COMPILE_SETTINGS = ("off", "auto", "on")
 # auto's rule (module docstring); provisional, from the H200 probe of BERT-base's forward and backward
 COMPILE_SECONDS_PER_SHAPE = 20.0
 SAVED_SECONDS_PER_PASS = 0.005
-# compile: on refuses runs that would compile more shapes than this (exact widths: set pad_to_multiple_of)
+AUTO_MIN_PASSES = round(COMPILE_SECONDS_PER_SHAPE / SAVED_SECONDS_PER_PASS)
+# compile: on refuses runs that would compile more shapes than this (exact widths: set pad_to_multiple_of); auto
+# compiles the most frequent ones
 MAX_COMPILED_SHAPES = 32
 # The torch.compile backend: inductor (the default; generated kernels), or aot_eager to check graph capture alone
 BACKEND_VARIABLE = "SPURIOUS_COMPILE_BACKEND"
@@ -47,10 +49,15 @@ Shape = tuple[int, int]  # (rows, width) of a batch
 
 @dataclass(frozen=True)
 class Decision:
-    """Whether to compile, and why (for the log and ``training_state.json``)."""
+    """Which batch shapes to compile (none: the setting is off here), and why (for the log and
+    ``training_state.json``)."""
 
-    enabled: bool
+    shapes: tuple[Shape, ...]
     reason: str
+
+    @property
+    def enabled(self) -> bool:
+        return bool(self.shapes)
 
 
 def check_setting(setting: str) -> str:
@@ -59,24 +66,25 @@ def check_setting(setting: str) -> str:
     return setting
 
 
-def decide(setting: str, device: torch.device, passes: int, shapes: int) -> Decision:
-    """The ``compile`` setting applied to a run of ``passes`` batches over ``shapes`` distinct compiled shapes."""
+def decide(setting: str, device: torch.device, passes: Mapping[Shape, int]) -> Decision:
+    """The ``compile`` setting applied to a run that meets each batch shape ``passes[shape]`` times."""
     check_setting(setting)
-    if setting == "off" or passes == 0:
-        return Decision(False, "compile: off" if setting == "off" else "no batch of a repeated shape")
-    if setting == "on":
-        if shapes > MAX_COMPILED_SHAPES:
-            raise ValueError(
-                f"compile: on would compile {shapes} batch shapes (more than {MAX_COMPILED_SHAPES}), one per batch "
-                "width: set pad_to_multiple_of (e.g. 64) so that batches fall into a few widths, or compile: auto"
-            )
-        return Decision(True, "compile: on")
-    if device.type != "cuda":
-        return Decision(False, f"compile: auto is off on {device.type}")
-    saved, cost = passes * SAVED_SECONDS_PER_PASS, shapes * COMPILE_SECONDS_PER_SHAPE
-    if shapes > MAX_COMPILED_SHAPES or saved < cost:
-        return Decision(False, f"compile: auto: {passes} passes save ~{saved:.0f} s < ~{cost:.0f} s for {shapes} shapes")
-    return Decision(True, f"compile: auto: {passes} passes save ~{saved:.0f} s >= ~{cost:.0f} s for {shapes} shapes")
+    if setting == "off":
+        return Decision((), "compile: off")
+    if setting == "auto" and device.type != "cuda":
+        return Decision((), f"compile: auto is off on {device.type}")
+    least = 2 if setting == "on" else AUTO_MIN_PASSES
+    shapes = sorted((s for s, n in passes.items() if n >= least), key=lambda s: (-passes[s], s))
+    if setting == "on" and len(shapes) > MAX_COMPILED_SHAPES:
+        raise ValueError(
+            f"compile: on would compile {len(shapes)} batch shapes (more than {MAX_COMPILED_SHAPES}), one per batch "
+            "width: set pad_to_multiple_of (e.g. 64) so that batches fall into a few widths, or compile: auto"
+        )
+    chosen = tuple(sorted(shapes[:MAX_COMPILED_SHAPES]))
+    if not chosen:
+        return Decision((), f"compile: {setting}: no batch shape is met {least} times")
+    covered, total = sum(passes[s] for s in chosen), sum(passes.values())
+    return Decision(chosen, f"compile: {setting}: {len(chosen)} batch shapes for {covered} of {total} passes")
 
 
 def backend() -> str:
@@ -112,19 +120,16 @@ def batched(
     fn: Callable[..., Any], setting: str, device: torch.device, shapes: Sequence[Shape], *, repeats: int = 1
 ) -> Callable[..., Any]:
     """``fn`` for a sequence of batches of ``shapes`` (run ``repeats`` times, e.g. once per evaluation): a function
-    ``call(shape, *args)`` that runs the batches of the most common row count compiled where ``decide`` says so
-    (the last, short batch eagerly), and every batch eagerly otherwise. ``fn``'s outputs must be read or copied
-    before the next call (``run_compiled``)."""
-    if not shapes:
-        return lambda shape, *args: fn(*args)
-    rows = Counter(n for n, _ in shapes).most_common(1)[0][0]
-    counts = Counter(s for s in shapes if s[0] == rows)
-    decision = decide(setting, device, sum(counts.values()) * repeats, len(counts))
+    ``call(shape, *args)`` that runs the batches of the shapes ``decide`` chooses compiled, the others eagerly.
+    ``fn``'s outputs must be read or copied before the next call (``run_compiled``)."""
+    passes = Counter(shapes)
+    decision = decide(setting, device, {shape: n * repeats for shape, n in passes.items()})
     if not decision.enabled:
         return lambda shape, *args: fn(*args)
-    compiled = compile_function(fn, device, len(counts))
+    compiled = compile_function(fn, device, len(decision.shapes))
+    chosen = frozenset(decision.shapes)
 
     def call(shape: Shape, *args: Any) -> Any:
-        return run_compiled(compiled, *args) if shape in counts else fn(*args)
+        return run_compiled(compiled, *args) if shape in chosen else fn(*args)
 
     return call

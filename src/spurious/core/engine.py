@@ -668,16 +668,15 @@ def _compile_step(
     emit: LogFn,
 ) -> tuple[CompileRecord, _Update | None]:
     """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
-    compiled for the shapes of the full micro-batches (this process's share of ``batch_size`` rows; the short last
-    one of an epoch runs eagerly), every shape warmed once now, and the optimizer step handed to an ``_Update``."""
+    compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
+    run eagerly), every one warmed once now, and the optimizer step handed to an ``_Update``."""
     setting = compiled.check_setting(str(settings.get("compile", "off")))
     if setting == "off":
         return CompileRecord(False, "compile: off"), None
     rank, processes = world()
     shapes = _run_shapes(lengths, settings, shape_of, state, total_steps, rank, processes)
-    full = len(_split(np.arange(int(settings["batch_size"])), rank, processes)[0])
-    chosen = {shape: found for shape, found in sorted(shapes.items()) if shape[0] == full}
-    decision = compiled.decide(setting, device, sum(n for n, _ in chosen.values()), len(chosen))
+    decision = compiled.decide(setting, device, {shape: n for shape, (n, _) in shapes.items()})
+    chosen = {shape: shapes[shape] for shape in decision.shapes}
     record = CompileRecord(
         decision.enabled,
         decision.reason,
@@ -693,11 +692,17 @@ def _compile_step(
     params = [p for p in inner.parameters() if p.requires_grad]
     for p in params:  # kept allocated from now on (``_Update``)
         p.grad = torch.zeros_like(p) if p.grad is None else p.grad.zero_()
+    # dynamo keeps what it compiled per code object, guarded on the model: a process that trains several models
+    # (tests, the scale search) would count the previous runs' graphs against the recompile limit
+    torch._dynamo.reset()
     breaks = compiled.graph_breaks()
     inner.use_compiled(chosen, device)
     t0 = time.perf_counter()
     rng = rng_states()  # the warm-up's dropout must not move the training's random streams (a resumed run warms too)
     try:
+        with torch.no_grad():  # one eager pass first: models set themselves up at their first call (transformers
+            # installs its output-capturing hooks under a lock, which dynamo cannot trace)
+            inner.loss_fn(inner.model, inner.objective, inner.batch_fn(next(iter(chosen.values()))[1], device))
         for _, rows in chosen.values():
             loss, _ = inner(rows)  # outside DDP: no collective, whatever the shapes of the other processes
             loss.backward()
@@ -710,9 +715,8 @@ def _compile_step(
     record.compile_s, record.graph_breaks = time.perf_counter() - t0, compiled.graph_breaks() - breaks
     widths = ", ".join(f"{n}x{w}" for n, w in chosen)
     emit(
-        f"{decision.reason}: compiled and warmed {len(chosen)} batch shapes (rows x width: {widths}) in "
-        f"{record.compile_s:.1f}s with {compiled.backend()}; {record.graph_breaks} graph breaks; "
-        f"{record.eager_passes} shorter batches run eagerly"
+        f"{decision.reason} (rows x width: {widths}), compiled and warmed in {record.compile_s:.1f}s with "
+        f"{compiled.backend()}; {record.graph_breaks} graph breaks"
     )
     inner_optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's wrapper holds torch's
     return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device)
