@@ -459,3 +459,26 @@ def test_every_loop_compiles_into_one_graph_per_shape(loop, aot_eager, qa_frames
         assert set(a) == set(b)
         for key in a:
             assert b[key] == pytest.approx(a[key], rel=1e-4, abs=1e-6), key
+
+
+def test_compiled_runs_resume_exactly_with_dropout_and_across_the_setting(aot_eager, qa_frames, tiny_models, tmp_path):
+    """With dropout 0.1: a compiled run preempted after step 2 resumes, compiling and warming its shape again (the
+    warm-up draws dropout masks, and puts the random streams back), and ends with the uninterrupted compiled run's
+    losses and weights, bit for bit. A checkpoint written with compile off resumes with compile on (an execution
+    setting: the fingerprint and the optimizer state are the same)."""
+    model = tiny_models["QuestionAnswering"]
+    settings = {"on": dict(QA_SETTINGS, max_steps=4, pad_to_multiple_of=64, compile="on")}
+    settings["off"] = dict(settings["on"], compile="off")
+    whole = _qa_run(qa_frames, model, tmp_path / "whole", settings["on"])
+    for first, name in (("on", "cut"), ("off", "switched")):
+        with pytest.raises(qa.TrainingPreempted):
+            _qa_run(qa_frames, model, tmp_path / name, settings[first], log=_sigterm_at(2))
+    cut = _qa_run(qa_frames, model, tmp_path / "cut", settings["on"])
+    switched = _qa_run(qa_frames, model, tmp_path / "switched", settings["on"])
+    assert whole["compile"]["passes"] == [4] and cut["compile"]["passes"] == switched["compile"]["passes"] == [2]
+    assert cut["resumed_from_step"] == switched["resumed_from_step"] == 2
+    assert cut["train_losses"] == whole["train_losses"]
+    a, b = (load_file(tmp_path / name / "model" / "model.safetensors") for name in ("whole", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    np.testing.assert_allclose([r["loss"] for r in switched["train_losses"]], [r["loss"] for r in whole["train_losses"]],
+                               rtol=1e-4)  # fmt: skip
