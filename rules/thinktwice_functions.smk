@@ -288,6 +288,7 @@ QA_PREDICTION_KEYS = (
     "n_best",
     "max_answer_length",
     "pad_to_multiple_of",
+    "compile",
 )
 
 
@@ -298,6 +299,7 @@ QA_LOGIT_KEYS = (
     "device",
     "bf16",
     "pad_to_multiple_of",
+    "compile",
 )
 
 

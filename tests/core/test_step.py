@@ -23,6 +23,7 @@ step, the sync-free steady state) is in the CUDA tests, skipped here.
 
 from __future__ import annotations
 
+import copy
 import signal
 import traceback
 from pathlib import Path
@@ -185,7 +186,8 @@ def _tiny_bert(kind: str, folder: Path, dropout: float = 0.1) -> Path:
 @pytest.fixture(scope="module")
 def tiny_models(tmp_path_factory) -> dict[str, Path]:
     root = tmp_path_factory.mktemp("tiny")
-    models = {kind: _tiny_bert(kind, root / kind) for kind in ("QuestionAnswering", "SequenceClassification", "MaskedLM")}
+    kinds = ("QuestionAnswering", "SequenceClassification", "MaskedLM")
+    models = {kind: _tiny_bert(kind, root / kind) for kind in kinds}
     models["QuestionAnswering, no dropout"] = _tiny_bert("QuestionAnswering", root / "qa0", dropout=0.0)
     return models
 
@@ -210,7 +212,9 @@ OBJECTIVES = {
     "lmix": lambda f: LearnedMixinObjective(_stored_logits(f), hidden_size=32, gate_dim=8),
     "lmix-isbiased": lambda f: LearnedMixinObjective(_stored_logits(f), hidden_size=32, compat="isbiased", scale=0.1),
     "creg": lambda f: ConfidenceRegularizationObjective(_stored_logits(f), _stored_logits(f) + 1.0),
-    "creg-isbiased": lambda f: ConfidenceRegularizationObjective(_stored_logits(f), _stored_logits(f), compat="isbiased"),
+    "creg-isbiased": lambda f: ConfidenceRegularizationObjective(
+        _stored_logits(f), _stored_logits(f), compat="isbiased"
+    ),
 }
 
 
@@ -289,6 +293,45 @@ def test_steady_state_cuda_steps_never_synchronise(objective, compile_setting, q
                     compile=compile_setting)  # fmt: skip
     summary = _qa_run(qa_frames, tiny_models["QuestionAnswering"], tmp_path, settings, objective)
     assert calls[0] == 8 and summary["compile"]["enabled"] == (compile_setting == "on")
+    assert (summary["compile"].get("capture_s") is not None) == (compile_setting == "on")  # the optimizer step too
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+def test_the_captured_optimizer_step_makes_the_eager_updates(tmp_path):
+    """On a GPU: ``_Update`` runs clipping, fused AdamW (capturable, its learning rate in a device tensor) and the
+    zeroing of the kept gradients eagerly at its first call and as one captured CUDA graph from the second on; under
+    a changing learning rate its parameters follow the eager optimizer's (the same fused kernel), and its state saves
+    and loads with ``weights_only=True``."""
+    device = torch.device("cuda")
+    torch.manual_seed(0)
+    eager = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(device)
+    captured = copy.deepcopy(eager)
+    eager_opt = torch.optim.AdamW(eager.parameters(), lr=1e-3, fused=True)
+    captured_opt = torch.optim.AdamW(captured.parameters(), lr=1e-3, fused=True)
+    params = list(captured.parameters())
+    for p in params:
+        p.grad = torch.zeros_like(p)
+    update = engine._Update(captured_opt, params, max_grad_norm=0.5, device=device)
+    for step in range(6):
+        x = torch.randn(8, 16, device=device)
+        lr = 1e-3 * (1 - step / 6)
+        for model in (eager, captured):
+            model(x).pow(2).sum().backward()
+        torch.nn.utils.clip_grad_norm_(list(eager.parameters()), 0.5)
+        for group in eager_opt.param_groups:
+            group["lr"] = lr
+        eager_opt.step()
+        eager_opt.zero_grad(set_to_none=True)
+        update(lr)
+        assert all(float(p.grad.abs().sum()) == 0 for p in params)  # zeroed inside the step (graph)
+        for a, b in zip(eager.parameters(), params, strict=True):
+            torch.testing.assert_close(b, a, rtol=1e-6, atol=1e-7)
+    assert update.graph is not None and update.capture_s > 0
+    assert all(group["lr"] == 1e-3 for group in captured_opt.param_groups)  # the schedule's float, left as it was
+    torch.save(captured_opt.state_dict(), tmp_path / "optimizer.pt")
+    torch.optim.AdamW(captured.parameters(), lr=1e-3, fused=True).load_state_dict(
+        torch.load(tmp_path / "optimizer.pt", weights_only=True)
+    )
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -417,7 +460,7 @@ def test_compiled_qa_losses_follow_the_eager_losses(compiled_qa):
     assert len(losses["on"]) == 20 and losses["eager"][-5:].mean() < 0.95 * losses["eager"][:5].mean()
     np.testing.assert_allclose(losses["on"], losses["eager"], rtol=0.01)
     assert np.abs(losses["on"] / losses["eager"] - 1).max() < 1e-5  # measured: 1.1e-7
-    a, b = load_file(tmp / "eager" / "model" / "model.safetensors"), load_file(tmp / "on" / "model" / "model.safetensors")
+    a, b = (load_file(tmp / name / "model" / "model.safetensors") for name in ("eager", "on"))
     # Two parameters shift every position's start (end) logit alike, which the span cross-entropy ignores: their true
     # gradient is 0 and AdamW turns its rounding noise into lr-sized steps of random sign (measured: 5.5e-3, 7.5e-4
     # apart); every other weight agrees within 4.6e-6.
@@ -431,7 +474,7 @@ def test_a_compiled_run_resumes_exactly(compiled_qa):
     tmp, _, on, resumed = compiled_qa
     assert resumed["resumed_from_step"] == 10 and resumed["compile"]["passes"] == [5, 5]
     assert resumed["train_losses"] == on["train_losses"]
-    a, b = load_file(tmp / "on" / "model" / "model.safetensors"), load_file(tmp / "cut" / "model" / "model.safetensors")
+    a, b = (load_file(tmp / name / "model" / "model.safetensors") for name in ("on", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
@@ -480,5 +523,31 @@ def test_compiled_runs_resume_exactly_with_dropout_and_across_the_setting(aot_ea
     assert cut["train_losses"] == whole["train_losses"]
     a, b = (load_file(tmp_path / name / "model" / "model.safetensors") for name in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
-    np.testing.assert_allclose([r["loss"] for r in switched["train_losses"]], [r["loss"] for r in whole["train_losses"]],
-                               rtol=1e-4)  # fmt: skip
+    np.testing.assert_allclose(
+        [r["loss"] for r in switched["train_losses"]], [r["loss"] for r in whole["train_losses"]], rtol=1e-4
+    )
+
+
+def test_prediction_compiles_its_batches(aot_eager, qa_frames, tiny_models):
+    """QA logits and class probabilities with compile: on (``aot_eager``): the batches of the shapes met twice or more
+    run compiled (dynamo made graphs), the short last one eagerly, and the numbers are the eager ones."""
+    from torch._dynamo.utils import counters
+
+    from spurious.core.models import load_qa_model
+    from spurious.core.qa.inference import predict_logits
+
+    model = load_qa_model(tiny_models["QuestionAnswering"]).eval()
+    features = qa.featurize(qa_frames[0].iloc[:9], load_tokenizer(MINILM), max_length=64, stride=16)
+    assert len(features) % 4 != 0  # a short last batch
+    graphs = counters["stats"]["unique_graphs"]
+    starts = {c: predict_logits(model, features, batch_size=4, multiple=64, compile=c)[0] for c in ("off", "on")}
+    assert counters["stats"]["unique_graphs"] > graphs
+    for a, b in zip(starts["off"], starts["on"], strict=True):
+        np.testing.assert_allclose(b, a, rtol=1e-5, atol=1e-6)
+    clf = classifier.load_trained_classifier(tiny_models["SequenceClassification"], device="cpu", compile="on",
+                                             pad_to_multiple_of=32)  # fmt: skip
+    graphs = counters["stats"]["unique_graphs"]
+    on, _ = clf.probabilities(_toy_frame(10), batch_size=4)
+    assert counters["stats"]["unique_graphs"] > graphs
+    clf.compile = "off"
+    np.testing.assert_allclose(on, clf.probabilities(_toy_frame(10), batch_size=4)[0], rtol=1e-5, atol=1e-7)

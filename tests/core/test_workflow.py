@@ -320,7 +320,7 @@ def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tin
     # issue 14: changing checkpoint_every, eval_batch_size or device reran training, prediction and every bias job
     work, cfg = tiny_run
     for key, value in (("checkpoint_every", 3), ("eval_batch_size", 7), ("device", "auto"), ("bf16", False),
-                       ("pad_to_multiple_of", 8)):
+                       ("pad_to_multiple_of", 8), ("compile", "on")):
         assert _planned_with(work, cfg, key, lambda t, k=key, v=value: t.update({k: v})) == {}, key
     # a result setting reruns the model and everything downstream of it, not the data or the heuristics
     counts = _planned_with(work, cfg, "lr", lambda t: t.update(learning_rate=2e-4))

@@ -642,7 +642,8 @@ def test_lmix_objective_isbiased_uses_the_token_gate(loop_batch):
     stores, batch, index = loop_batch
     objective = LearnedMixinObjective(stores["bias"], hidden_size=16, compat="isbiased", scale=0.1)
     assert isinstance(objective.gate, TokenGate)
-    loss, _ = objective(torch.randn(3, 7), torch.randn(3, 7), torch.randn(3, 7, 16), _with_inputs(objective, batch, index))
+    on_device = _with_inputs(objective, batch, index)
+    loss, _ = objective(torch.randn(3, 7), torch.randn(3, 7), torch.randn(3, 7, 16), on_device)
     loss.backward()
     assert objective.gate.linear.weight.grad.abs().sum() > 0
 

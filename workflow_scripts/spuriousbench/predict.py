@@ -28,6 +28,7 @@ predicted = classifier.predict_classifier(
     device=s["device"],
     bf16=s["bf16"],
     pad_to_multiple_of=s["pad_to_multiple_of"],
+    compile=s["compile"],
     log=log.info,
 )
 n_test = len(frames["test"])

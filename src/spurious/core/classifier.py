@@ -123,7 +123,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
             f"classification setting eval_every must be null, a positive number of optimizer steps or "
             f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
         )
-    compiled.check_setting(s["compile"])
+    s["compile"] = compiled.check_setting(s["compile"])
     return s
 
 

@@ -60,15 +60,19 @@ class Decision:
         return bool(self.shapes)
 
 
-def check_setting(setting: str) -> str:
+def check_setting(setting: str | bool) -> str:
+    """The setting's value, validated: ``off``, ``auto`` or ``on`` (YAML reads unquoted ``on``/``off`` as booleans:
+    ``True`` is ``on``, ``False`` ``off``)."""
+    if isinstance(setting, bool):
+        return "on" if setting else "off"
     if setting not in COMPILE_SETTINGS:
         raise ValueError(f"the setting compile must be one of {', '.join(COMPILE_SETTINGS)}, got {setting!r}")
     return setting
 
 
-def decide(setting: str, device: torch.device, passes: Mapping[Shape, int]) -> Decision:
+def decide(setting: str | bool, device: torch.device, passes: Mapping[Shape, int]) -> Decision:
     """The ``compile`` setting applied to a run that meets each batch shape ``passes[shape]`` times."""
-    check_setting(setting)
+    setting = check_setting(setting)
     if setting == "off":
         return Decision((), "compile: off")
     if setting == "auto" and device.type != "cuda":
@@ -117,7 +121,7 @@ def run_compiled(compiled: Callable[..., Any], *args: Any) -> Any:
 
 
 def batched(
-    fn: Callable[..., Any], setting: str, device: torch.device, shapes: Sequence[Shape], *, repeats: int = 1
+    fn: Callable[..., Any], setting: str | bool, device: torch.device, shapes: Sequence[Shape], *, repeats: int = 1
 ) -> Callable[..., Any]:
     """``fn`` for a sequence of batches of ``shapes`` (run ``repeats`` times, e.g. once per evaluation): a function
     ``call(shape, *args)`` that runs the batches of the shapes ``decide`` chooses compiled, the others eagerly.

@@ -402,8 +402,8 @@ def run_summary(
     run: TrainResult, model_name_or_path: str | os.PathLike, settings: Mapping[str, Any], started: float
 ) -> dict[str, Any]:
     """The part of a training summary (``training_state.json``) that every user of the engine records: model, steps,
-    losses, resumption, device, precision, processes, threads, what ``compile`` did, times (``started``: ``time.perf_counter()`` at the
-    start of the training function), settings and library versions."""
+    losses, resumption, device, precision, processes, threads, what ``compile`` did, times (``started``:
+    ``time.perf_counter()`` at the start of the training function), settings and library versions."""
     import transformers
 
     from spurious.core.models import resolve_model
@@ -587,9 +587,14 @@ class _Update:
     the optimizer's learning rates stay the schedule's floats (its state and the checkpoints are unchanged)."""
 
     def __init__(
-        self, optimizer: torch.optim.Optimizer, params: list[torch.Tensor], max_grad_norm: float, device: torch.device
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.Tensor],
+        max_grad_norm: float,
+        device: torch.device,
+        emit: LogFn = lambda message: None,
     ) -> None:
-        self.optimizer, self.params, self.max_grad_norm = optimizer, params, max_grad_norm
+        self.optimizer, self.params, self.max_grad_norm, self.emit = optimizer, params, max_grad_norm, emit
         self.lr = torch.zeros((), dtype=torch.float32, device=device)
         self.capture = device.type == "cuda"
         if self.capture:
@@ -622,6 +627,7 @@ class _Update:
                     self._step()
                 graph.replay()
                 self.graph, self.capture_s = graph, time.perf_counter() - t0
+                self.emit(f"captured the optimizer step as one CUDA graph in {self.capture_s:.2f}s")
             else:
                 self._step()
         finally:
@@ -670,7 +676,7 @@ def _compile_step(
     """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
     compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
     run eagerly), every one warmed once now, and the optimizer step handed to an ``_Update``."""
-    setting = compiled.check_setting(str(settings.get("compile", "off")))
+    setting = compiled.check_setting(settings.get("compile", "off"))
     if setting == "off":
         return CompileRecord(False, "compile: off"), None
     rank, processes = world()
@@ -719,7 +725,7 @@ def _compile_step(
         f"{compiled.backend()}; {record.graph_breaks} graph breaks"
     )
     inner_optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's wrapper holds torch's
-    return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device)
+    return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device, emit)
 
 
 # devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default

@@ -312,10 +312,10 @@ def train_qa(
       logits, ``spurious.core.logits``; ``batch``: the host tensors of ``QAFeatures.collate``, model inputs, labels
       and the ``context_mask``/``question_mask``/``cls_mask``), and what it returns joins ``batch``. ``forward``
       must not read values on the host (checks belong in ``batch_inputs``): a step then never waits for the GPU,
-      and a compiled run (the ``compile`` setting) compiles it with the model. Its parameters are trained with the model (same weight
-      decay rules, same gradient clipping), its state is checkpointed, and its logged values go to the progress line
-      and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference validates
-      without bias or teacher terms (reference-notes §C.2), and the losses stay comparable across methods.
+      and a compiled run (the ``compile`` setting) compiles it with the model. Its parameters are trained with the
+      model (same weight decay rules, same gradient clipping), its state is checkpointed, and its logged values go to
+      the progress line and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference
+      validates without bias or teacher terms (reference-notes §C.2), and the losses stay comparable across methods.
       The objective must be identified for the run fingerprint: by the factory's ``fingerprint`` attribute or by
       ``objective_id`` (both go into the fingerprint and the summary).
     * ``selection(model, tokenizer) -> (score, info)`` (higher is better), evaluated at every evaluation point; the

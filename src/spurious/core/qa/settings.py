@@ -67,7 +67,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     resolved = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "QA")
     if resolved["stride"] >= resolved["max_length"]:
         raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
-    check_setting(resolved["compile"])
+    resolved["compile"] = check_setting(resolved["compile"])
     return resolved
 
 
