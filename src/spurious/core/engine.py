@@ -701,6 +701,9 @@ def _compile_step(
     # dynamo keeps what it compiled per code object, guarded on the model: a process that trains several models
     # (tests, the scale search) would count the previous runs' graphs against the recompile limit
     torch._dynamo.reset()
+    # the loss is compiled outside DDP (the warm-up below) and called inside it: no graph split at DDP's buckets
+    # (dynamo's DDPOptimizer), so both see the same graph; the gradients are all-reduced after the backward graph
+    torch._dynamo.config.optimize_ddp = False
     breaks = compiled.graph_breaks()
     inner.use_compiled(chosen, device)
     t0 = time.perf_counter()
