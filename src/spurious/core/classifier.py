@@ -205,7 +205,7 @@ def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: Pro
     )
 
 
-def classifier_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+def _batch_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The model's logits on a collated batch on its device, the attention mask made by ``model_attention_mask``
     (a ``PromptClassifier`` makes its masked LM's itself)."""
     inputs = dict(batch, attention_mask=model_attention_mask(model, batch["attention_mask"]))
@@ -234,7 +234,7 @@ def class_probabilities(
     order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
     batches = [order[lo : lo + batch_size] for lo in range(0, len(order), batch_size)]
     shapes = [(len(rows), data.batch_width(int(data.lengths[rows].max()), multiple)) for rows in batches]
-    logits_of = compiled.batched(classifier_logits, compile, device, shapes, repeats=repeats)
+    logits_of = compiled.batched(_batch_logits, compile, device, shapes, repeats=repeats)
     probs = np.zeros((len(data), n_labels), dtype=np.float64)
     for rows, shape in zip(batches, shapes, strict=True):
         if should_stop is not None and should_stop():
@@ -478,7 +478,7 @@ def train_classifier(
         model: torch.nn.Module, objective: None, batch: Mapping[str, torch.Tensor]
     ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights")}
-        logits = classifier_logits(model, inputs)  # bf16 autocast comes from the engine
+        logits = _batch_logits(model, inputs)  # bf16 autocast comes from the engine
         return weighted_loss(logits, batch["labels"], batch.get("weights")), {}
 
     _, steps_per_epoch, total_steps = step_counts(len(data), s)
