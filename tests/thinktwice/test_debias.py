@@ -676,6 +676,25 @@ def test_creg_objective_on_memmapped_logits(loop_batch):
     assert torch.isfinite(compat(start, torch.zeros(3, 7), None, _with_inputs(compat, batch, index))[0])
 
 
+def test_objectives_check_the_host_batch_before_it_moves(loop_batch):
+    """The checks the losses skip in a training step (``validate=False``: they would read device values) are made by
+    ``batch_inputs`` on the host batch: a gold position outside the mask, a position beyond the batch, an example
+    without a question token."""
+    stores, batch, index = loop_batch
+    lmix = LearnedMixinObjective(stores["bias"], hidden_size=16)
+    creg = ConfidenceRegularizationObjective(stores["bias"], stores["teacher"])
+    question = dict(batch, start_positions=torch.tensor([1, 0, 3]))  # position 1: a question token
+    for objective in (lmix, creg):
+        with pytest.raises(ValueError, match="excludes"):
+            objective.batch_inputs(index, question)
+        with pytest.raises(ValueError, match=r"end_positions must lie in \[0, 7\)"):
+            objective.batch_inputs(index, dict(batch, end_positions=torch.tensor([5, 0, 7])))
+    with pytest.raises(ValueError, match="no question token"):
+        lmix.batch_inputs(index, dict(batch, question_mask=torch.zeros(3, 7, dtype=torch.bool)))
+    # the authors' convention masks nothing: a gold position on a question token is theirs to take
+    LearnedMixinObjective(stores["bias"], hidden_size=16, compat="isbiased").batch_inputs(index, question)
+
+
 def test_objectives_reject_batches_wider_than_the_stored_logits(loop_batch):
     stores, batch, index = loop_batch
     wide = {k: torch.cat([v, v[:, :3]], dim=1) if v.dim() == 2 and v.shape[1] == 7 else v for k, v in batch.items()}
