@@ -412,8 +412,8 @@ def test_the_shapes_listed_for_compilation_are_those_the_loop_meets(tmp_path):
 
 @pytest.fixture(scope="module")
 def two_width_frames(squad_dev):
-    """16 questions whose windows (max_length 128), grouped by length, fall into two widths, 96 and 128 (multiples of 32):
-    10 passes of each in 20 steps of 4."""
+    """16 questions whose windows (max_length 128), grouped by length, fall into two widths, 96 and 128 (multiples of
+    32): 10 passes of each in 20 steps of 4."""
     length = squad_dev["context"].str.len()
     train = squad_dev[(length > 150) & (length < 500)].iloc[::40].iloc[:16].reset_index(drop=True)
     return train, squad_dev[length < 300].iloc[:2].reset_index(drop=True)
