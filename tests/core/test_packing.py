@@ -160,7 +160,7 @@ def _qa_pair(family, tokenizer, windows, *, offset_shift=0, drop_types=False):
         batch = features.collate(picks, packed_offset=offset)
         if packed and drop_types:
             batch["packed_token_type_ids"] = torch.zeros_like(batch["packed_token_type_ids"])
-        start, end, hidden = _model_outputs(model, batch, CPU, False, hidden=True)
+        start, end, hidden = _model_outputs(model, batch, hidden=True)
         loss = qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
         loss.backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -202,7 +202,7 @@ def test_a_packed_model_refuses_a_padded_batch(tokenizer, windows):
     model = tiny_model(AutoModelForQuestionAnswering, "bert", tokenizer)
     packing.use_reference(model)
     with pytest.raises(RuntimeError, match="without cu_seq_lens"):
-        _model_outputs(model, features.collate(picks), CPU, False)
+        _model_outputs(model, features.collate(picks))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_packed_reference_equals_padding_for_classification(family, tokenizer, q
         model.train()  # dropout 0: the heads' dropout calls run, as in training
         if packed:
             packing.use_reference(model)
-        logits = classifier.batch_logits(model, data.collate(rows, 1, packing.position_offset(model)), CPU)
+        logits = classifier._batch_logits(model, data.collate(rows, 1, packing.position_offset(model)))
         loss = classifier.weighted_loss(logits, labels, weights)
         loss.backward()
         out.append((logits.detach(), loss.detach(), model.classifier))
@@ -251,7 +251,7 @@ def test_packed_reference_equals_padding_for_prompts(tokenizer, qnli_rows):
         if packed:
             packing.use_reference(model.mlm)
         batch = data.collate(np.arange(len(data)), 1, packing.position_offset(model))
-        out.append(classifier.batch_logits(model, batch, CPU).detach())
+        out.append(classifier._batch_logits(model, batch).detach())
         assert model._gathered  # the head ran at the mask positions only, packed or not
     assert out[0].shape == (len(pairs), 2)
     assert torch.allclose(out[0], out[1], atol=1e-5, rtol=0), float((out[0] - out[1]).abs().max())
