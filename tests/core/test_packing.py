@@ -370,6 +370,23 @@ def test_train_classifier_packed_follows_padding(tmp_path, tokenizer, monkeypatc
     assert np.allclose(probs["padded"], probs["packed"], atol=1e-5)
 
 
+def test_batch_width_is_the_length_of_the_packed_row(tokenizer, qnli_rows, windows):
+    """What a compiled run lists as a packed batch's shape is the row ``collate`` packs (QA windows, classification
+    rows), and the padded width otherwise."""
+    _, data = qnli_rows
+    features, picks = windows
+    for rows in (np.arange(len(data)), np.arange(3), np.array([8])):
+        packed = data.collate(rows, 1, 0)["packed_input_ids"].shape[1]
+        assert data.batch_width(data.lengths[rows], 1, packed=True) == packed
+        assert data.batch_width(data.lengths[rows], 8) == data.collate(rows, 8)["input_ids"].shape[1]
+    for rows in (picks, picks[:2], picks[-1:]):
+        packed = features.collate(rows, packed_offset=0)["packed_input_ids"].shape[1]
+        assert features.batch_width(features.lengths[rows], packed=True) == packed
+        assert features.batch_width(features.lengths[rows], multiple=8) == features.collate(rows, multiple=8)[
+            "input_ids"
+        ].shape[1]
+
+
 def test_pack_keeps_a_frame_of_pairs_intact(tokenizer, qnli_rows):
     # the pair texts' token types survive packing unchanged: [SEP]-separated segments 0 then 1
     _, data = qnli_rows
