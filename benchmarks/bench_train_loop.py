@@ -71,10 +71,11 @@ Trainer in the same run.
 features/s (the floor: 1.5x), on BERT-base (b32, L384) and on MiniLM (b16, L256); at least 1.3x the Trainer with
 ``torch_compile=True``; MFU at least 30 % on BERT-base; compile and capture of all shapes at most 90 s. The report
 prints each target with the device and by how much it is met or missed (on a CPU for reference only), and ours against
-the Trainer fed the same batches (at least 1.0x). ``--profile DIR`` adds a profiled pass to each variant (not timed):
-``torch.profiler`` over ``--profile-steps`` steady steps, written to ``DIR/<variant>.profile.txt`` (the operators by
-device time) with the GPU idle share per step (1 - the union of the GPU's kernel and copy intervals / the wall time),
-so a missed target comes with where the time went.
+the Trainer fed the same batches (at least 1.0x). ``--profile DIR`` runs ``--profile-steps`` more steps after the
+timed ones in every pass of every variant (so the passes stay alike), the last pass's under ``torch.profiler``: the
+operators by device time in ``DIR/<variant>.profile.txt``, with the GPU idle share per step (1 - the union of the
+GPU's kernel and copy intervals / the wall time; the profiler's own overhead counts as idle), so a missed target comes
+with where the time went. The profiled steps' batch shapes count among those a compiled variant compiles.
 
 Both loops need ``accelerate`` (a project dependency). Examples (on a GPU machine ``--device auto`` picks CUDA, bf16):
 
@@ -377,8 +378,9 @@ class StepClock:
                 self.profiled_s = time.perf_counter() - self._profile_t0
 
     def window(self, start: int, end: int) -> float:
-        """Seconds from the end of step ``start`` to the end of step ``end``, the last step of the run."""
-        if self.count != end or start not in self.stamps or end not in self.stamps:
+        """Seconds from the end of step ``start`` to the end of step ``end`` (the last step, or the last before the
+        profiled ones)."""
+        if self.count < end or start not in self.stamps or end not in self.stamps:
             raise RuntimeError(f"expected {end} optimizer steps stamped at {start} and {end}, counted {self.count}")
         return self.stamps[end] - self.stamps[start]
 
@@ -440,33 +442,34 @@ def profile_summary(clock: StepClock, steps: int, variant: str, out_dir: Path) -
     return summary
 
 
+def profiled_steps(args: argparse.Namespace) -> int:
+    """The steps each pass runs after the timed ones for ``--profile`` (0 without it)."""
+    return args.profile_steps if args.profile else 0
+
+
 def timed_passes(
-    run_pass: Callable[[], T], device: torch.device, warmup: int, steps: int, passes: int
-) -> tuple[list[T], list[float], list[float], int]:
+    run_pass: Callable[[], T], device: torch.device, args: argparse.Namespace, variant: str, passes: int
+) -> tuple[list[T], list[float], list[float], int, dict | None]:
     """A variant's pass ``passes`` times in this process (two: cold, then steady; one: a compiled run of ours, warm
     before its first step). Each pass's result, timed window (seconds, steps ``warmup+1 .. steps``) and whole wall
-    time, and the graphs dynamo compiled inside the last pass's window."""
+    time, the graphs dynamo compiled inside the last pass's window, and with ``--profile`` the last pass's profile of
+    the steps after the timed ones."""
+    warmup, steps, extra = args.warmup, args.steps, profiled_steps(args)
     results, seconds, walls = [], [], []
-    graphs = 0
-    for _ in range(passes):
+    graphs, profile = 0, None
+    for n in range(passes):
         t0 = time.perf_counter()
-        with StepClock(device, (warmup, steps)) as clock:
+        window = (steps, steps + extra) if extra and n == passes - 1 else None
+        with StepClock(device, (warmup, steps), profile=window) as clock:
             results.append(run_pass())
         walls.append(time.perf_counter() - t0)
         seconds.append(clock.window(warmup, steps))
         graphs = clock.graphs_in_window(warmup, steps)
+        if window:
+            profile = profile_summary(clock, extra, variant, Path(args.profile))
         # the cold pass's model and optimizer go back to the allocator's cache; not emptied, so its memory stays warm
         gc.collect()
-    return results, seconds, walls, graphs
-
-
-def profiled_pass(run_pass: Callable[[], Any], variant: str, args: argparse.Namespace, device: torch.device) -> dict:
-    """One more pass of the variant (not timed) with ``torch.profiler`` over steady steps after ``--warmup``."""
-    first = args.warmup
-    last = min(args.steps, first + args.profile_steps)
-    with StepClock(device, (), profile=(first, last)) as clock:
-        run_pass()
-    return profile_summary(clock, last - first, variant, Path(args.profile))
+    return results, seconds, walls, graphs, profile
 
 
 def timing_fields(cold_s: float | None, steady_s: float, *, timed_steps: int, n_timed: int,
@@ -518,10 +521,10 @@ def bench_ours(
     attention = args.defaults_attention if variant == "ours_defaults" else "padded"
     group_by_length = variant != "ours_random"
     settings = {  # log_every stays the project's default (50): a log line reads the losses, a host-device sync
-        "max_steps": args.steps,
+        "max_steps": args.steps + profiled_steps(args),
         "eval_every": None,
         "early_stopping_patience": None,
-        "checkpoint_every": args.steps + 1,
+        "checkpoint_every": args.steps + profiled_steps(args) + 1,
         "group_by_length": group_by_length,
         "batch_size": args.batch_size,
         "gradient_accumulation_steps": args.grad_accum,
@@ -554,7 +557,7 @@ def bench_ours(
         return summary
 
     t0 = time.perf_counter()
-    summaries, seconds, walls, graphs = timed_passes(one_pass, device, args.warmup, args.steps, 1 if compile_on else 2)
+    summaries, seconds, walls, graphs, profile = timed_passes(one_pass, device, args, variant, 1 if compile_on else 2)
     call_seconds = time.perf_counter() - t0
     summary = summaries[-1]
     plan = step_micro_batches(len(feats), args.batch_size, args.grad_accum, args.steps)
@@ -593,8 +596,8 @@ def bench_ours(
         "timing_method": "LRScheduler.step wrapper (CUDA-synchronised at the window's ends)"
         + (", one pass compiled and warmed before its first step" if compile_on else ", the second of two passes"),
     }
-    if args.profile:
-        row["profile"] = profiled_pass(one_pass, variant, args, device)
+    if profile:
+        row["profile"] = profile
     return row
 
 
@@ -740,7 +743,7 @@ def bench_trainer(
                 output_dir=tmp,
                 per_device_train_batch_size=args.batch_size,
                 gradient_accumulation_steps=args.grad_accum,
-                max_steps=args.steps,
+                max_steps=args.steps + profiled_steps(args),
                 learning_rate=args.learning_rate,
                 bf16=bf16,
                 use_cpu=device.type == "cpu",
@@ -771,7 +774,7 @@ def bench_trainer(
         return result, collator.batches
 
     t0 = time.perf_counter()
-    results, seconds, walls, graphs = timed_passes(one_pass, device, args.warmup, args.steps, 2)
+    results, seconds, walls, graphs, profile = timed_passes(one_pass, device, args, variant, 2)
     call_seconds = time.perf_counter() - t0
     plan = step_micro_batches(len(feats), args.batch_size, args.grad_accum, args.steps)
     start, n_micro = micro_batches_before(plan, args.warmup), micro_batches_before(plan, args.steps)
@@ -809,8 +812,8 @@ def bench_trainer(
         "variant_wall_s": call_seconds,
         "timing_method": "LRScheduler.step wrapper (CUDA-synchronised at the window's ends), the second of two passes",
     }
-    if args.profile:
-        row["profile"] = profiled_pass(one_pass, variant, args, device)
+    if profile:
+        row["profile"] = profile
     return row
 
 
@@ -1091,8 +1094,8 @@ def parse_args() -> argparse.Namespace:
     ap.add_argument("--threads", type=int, default=None, help="torch CPU threads (default: torch's)")
     ap.add_argument("--ours-first", action="store_true", help="run our loops before the Trainers")
     ap.add_argument("--profile", default=None, metavar="DIR",
-                    help="add a profiled pass (not timed) to each variant: DIR/<variant>.profile.txt, GPU idle share")
-    ap.add_argument("--profile-steps", type=int, default=5, help="steady steps the profiler covers (after --warmup)")
+                    help="profile steps after the timed ones: DIR/<variant>.profile.txt, with the GPU idle share")
+    ap.add_argument("--profile-steps", type=int, default=5, help="the steps profiled, after the timed ones")
     ap.add_argument("--variant", default=None, help=argparse.SUPPRESS)  # internal: run one variant, in this process
     ap.add_argument("--defaults-attention", default=None, help=argparse.SUPPRESS)
     ap.add_argument("--result-json", default=None, help=argparse.SUPPRESS)
@@ -1101,8 +1104,8 @@ def parse_args() -> argparse.Namespace:
     args = ap.parse_args()
     if not 2 <= args.warmup < args.steps:
         ap.error("need 2 <= --warmup < --steps (a compiled run captures its optimizer step at step 2)")
-    if args.profile and args.steps - args.warmup < 1:
-        ap.error("--profile needs steps after --warmup")
+    if args.profile and args.profile_steps < 1:
+        ap.error("--profile needs --profile-steps of at least 1")
     return args
 
 

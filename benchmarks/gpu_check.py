@@ -25,7 +25,7 @@ On one H100 or H200 (or any CUDA card) it calls the same entry points the workfl
   with the CUDA defaults. Its whole report stays in ``--out``: ``bench_train_loop.{json,md,txt}``.
 
 It writes ``gpu_check.json`` and ``gpu_check.md`` (time, the check's numbers, peak device memory per check; the card,
-torch, transformers, CUDA) to ``--out``. Any error stops it with the traceback and a non-zero exit, after writing
+torch, transformers, CUDA) to ``--out``, after every check (a run cut short keeps what ran). Any error stops it with the traceback and a non-zero exit, after writing
 what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is recorded and the checks go on, and the run
 exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes (a few steps, a few dozen examples) on the
 CPU in about a minute, the CUDA-only ones listed as skipped with the reason; ``make test`` runs it
@@ -90,9 +90,16 @@ class Checker:
     """Runs the checks in order, timing each on the device and recording its peak memory and numbers, and the
     expectations a check states (``expect``): a failed one is recorded in its row and in ``failures``."""
 
-    def __init__(self, device: torch.device, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, device: torch.device, skip: frozenset[str] = frozenset(),
+                 after_each: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.device, self.rows, self.skip = device, [], skip
         self.failures: list[str] = []
+        self.after_each = after_each  # the reports rewritten after every check: a run cut short keeps what ran
+
+    def _add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.after_each is not None:
+            self.after_each()
 
     def expect(self, name: str, ok: bool, what: str) -> bool:
         """Record ``what`` (the expectation and the measured values) as failed unless ``ok``."""
@@ -104,12 +111,12 @@ class Checker:
     def run(self, name: str, fn: Callable[[], dict[str, Any]], cuda_only: str | None = None) -> dict[str, Any]:
         """Run check ``name``; ``cuda_only``: why it needs a GPU (on another device it is listed as skipped with it)."""
         if name in self.skip:  # asked for: listed in the report as skipped, never silently left out
-            self.rows.append({"check": name, "seconds": 0.0, "skipped": True, "reason": "--skip"})
+            self._add({"check": name, "seconds": 0.0, "skipped": True, "reason": "--skip"})
             print(f"gpu-check: {name} skipped (--skip)", flush=True)
             return {}
         if cuda_only and self.device.type != "cuda":
             reason = f"CUDA only: {cuda_only}"
-            self.rows.append({"check": name, "seconds": 0.0, "skipped": True, "reason": reason})
+            self._add({"check": name, "seconds": 0.0, "skipped": True, "reason": reason})
             print(f"gpu-check: {name} skipped on {self.device.type} ({reason})", flush=True)
             return {}
         if self.device.type == "cuda":
@@ -126,9 +133,21 @@ class Checker:
             row["failed"] = "; ".join(failed)
         if self.device.type == "cuda":
             row["peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        self.rows.append(row)
+        self._add(row)
         print(f"gpu-check: {name} done in {row['seconds']} s: {numbers}", flush=True)
         return numbers
+
+
+def packing_problem(device: torch.device) -> str | None:
+    """Why ``attention: packed`` cannot run MiniLM on this device (the check a run makes at start), or None."""
+    from spurious.core import packing
+    from spurious.core.models import load_qa_model
+
+    try:
+        packing.enable(load_qa_model(MINILM), "packed", device=device, bf16=True)
+    except packing.PackedAttentionUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def machine(device: torch.device) -> dict[str, Any]:
@@ -201,10 +220,14 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
                 "em": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2)}
 
     eager = checker.run("qa", qa_check)
+    packed_problem = packing_problem(checker.device) if checker.device.type == "cuda" else None
+    if packed_problem:  # a failed expectation; the checks below then run compiled but padded
+        checker.expect("qa_cuda_defaults", False, f"attention: packed cannot run here: {packed_problem}")
+    defaults = dict(CUDA_DEFAULTS, attention="padded" if packed_problem else "packed")
 
     def qa_cuda_defaults() -> dict[str, Any]:
         """The demo's QA run with the CUDA defaults: its EM within EM_TOLERANCE points of the eager run's."""
-        settings = dict(qa_settings, **CUDA_DEFAULTS)
+        settings = dict(qa_settings, **defaults)
         out = work / "qa_cuda_defaults"
         summary = qa.train_qa(train, valid, model_name_or_path=MINILM, output_dir=out / "model",
                               checkpoint_dir=out / "ck", settings=settings, log=lambda m: None)
@@ -217,9 +240,9 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         checker.expect("qa_cuda_defaults", abs(diff) <= EM_TOLERANCE,
                        f"EM {em} with compile on and packed windows, {eager['em']} eager: {diff:+.2f} points, more "
                        f"than {EM_TOLERANCE}")  # fmt: skip
-        return {"steps": summary["steps"], "train_s": round(summary["train_wall_time_s"], 2),
-                "predict_s": round(time.perf_counter() - t0, 2), "em": em, "f1": round(scores["f1"], 2),
-                "em_vs_eager": diff, "compiled_shapes": len(record["shapes"]), "eager_passes": record["eager_passes"],
+        return {"steps": summary["steps"], "attention": settings["attention"],
+                "train_s": round(summary["train_wall_time_s"], 2), "predict_s": round(time.perf_counter() - t0, 2),
+                "em": em, "f1": round(scores["f1"], 2), "em_vs_eager": diff, "compiled_shapes": len(record["shapes"]), "eager_passes": record["eager_passes"],
                 "compile_s": round(record["compile_s"] or 0, 1), "capture_s": record.get("capture_s")}
 
     checker.run("qa_cuda_defaults", qa_cuda_defaults, cuda_only="varlen_attn needs it; compiling the steps as CUDA "
@@ -239,15 +262,18 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
                     "eval_every": None, "eval_max_examples": 16, "checkpoint_every": 1000, "log_every": 1, "seed": 0,
                     "group_by_length": False, "pad_to_multiple_of": 64, "device": device, "bf16": True}
         losses = {}
-        for name, extra in (("eager", {"compile": "off"}), ("compiled", {"compile": "on"}),
-                            ("packed", {"attention": "packed", "compile": "off"}), ("both", CUDA_DEFAULTS)):
+        runs = {"eager": {"compile": "off"}, "compiled": {"compile": "on"},
+                "packed": {"attention": "packed", "compile": "off"}, "both": defaults}
+        if packed_problem:
+            del runs["packed"], runs["both"]
+        for name, extra in runs.items():
             summary = qa.train_qa(_head(train, 400), valid.iloc[:16], model_name_or_path=str(folder),
                                   output_dir=work / "losses" / name, checkpoint_dir=work / "losses" / f"ck-{name}",
                                   settings=dict(settings, **extra), log=lambda m: None)  # fmt: skip
             losses[name] = np.array([r["loss"] for r in summary["train_losses"]])
         first_last = [round(float(losses["eager"][i]), 4) for i in (0, -1)]
         numbers: dict[str, Any] = {"steps": len(losses["eager"]), "eager_first_last": first_last}
-        for name in ("compiled", "packed", "both"):
+        for name in list(runs)[1:]:
             worst = float(np.max(np.abs(losses[name] / losses["eager"] - 1)))
             numbers[f"{name}_max_rel"] = round(worst, 5)
             checker.expect("losses_vs_eager", len(losses[name]) == LOSS_STEPS and worst <= LOSS_RTOL,
@@ -440,7 +466,9 @@ def main(argv: list[str] | None = None) -> int:
 
     device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
     info = machine(device)
+    out = Path(args.out)
     checker = Checker(device, skip)
+    checker.after_each = lambda: write_reports(out, info, checker.rows, None, checker.failures)
     error = None
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
         # one inductor cache for the run, fresh (cold compilations, as on a new machine), shared with the benchmark
@@ -449,8 +477,8 @@ def main(argv: list[str] | None = None) -> int:
             run_checks(args, Path(tmp), checker)
         except Exception:  # noqa: BLE001 - reported whole, then a non-zero exit
             error = traceback.format_exc()
-    write_reports(Path(args.out), info, checker.rows, error, checker.failures)
-    print((Path(args.out) / "gpu_check.md").read_text())
+    write_reports(out, info, checker.rows, error, checker.failures)
+    print((out / "gpu_check.md").read_text())
     if error:
         print(error, file=sys.stderr)
     if checker.failures:
