@@ -198,13 +198,16 @@ bench: install-dev
 	$(BIN)/python benchmarks/bench_bias.py
 	$(BIN)/python benchmarks/bench_reweight.py --json results/bench_reweight.json
 	$(BIN)/python benchmarks/bench_aflite.py --json results/bench_aflite.json
-	$(BIN)/python benchmarks/bench_train_loop.py --steps 40 --warmup 3 --json results/bench_train_loop.json
+	$(BIN)/python benchmarks/bench_train_loop.py --steps 40 --warmup 3 --json results/bench_train_loop.json \
+		--markdown results/bench_train_loop.md
 	$(BIN)/python benchmarks/bench_audit.py --json results/bench_audit.json
 
-# Every GPU code path for real on the demo data (QA training and prediction, the three debiasing objectives and a bias
-# model, the classifiers, in-context scoring, AFLite and the lexical reweighting on the device, the warm training
-# benchmark), on one CUDA card (budget: 8 minutes): results/gpu_check/gpu_check.{json,md}. `make test` runs it with
-# --quick on the CPU (tests/core/test_gpu_check.py).
+# Every GPU code path for real on the demo data (QA training and prediction, eager and with compile: on and attention:
+# packed, whose EM must agree within 1 point; compiled and packed losses against eager ones; the three debiasing
+# objectives and a bias model, the classifiers, in-context scoring, AFLite and the lexical reweighting on the device,
+# the training benchmark's variants), on one CUDA card (budget: 8 minutes): results/gpu_check/gpu_check.{json,md} and
+# the benchmark's report bench_train_loop.{json,md,txt}. `make test` runs it with --quick on the CPU
+# (tests/core/test_gpu_check.py).
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check
 

@@ -18,8 +18,9 @@ import torch
 
 from spurious.core.data import load_squad_json, split_by_title
 from spurious.core.models import load_qa_model, load_tokenizer
-from spurious.core.qa import epoch_order, featurize, pick_device, predict_with_model, qa_loss, use_bf16
-from spurious.core.qa.inference import _forward
+from spurious.core.qa import epoch_order, featurize, pick_device, predict_with_model, use_bf16
+from spurious.core.qa.inference import _plain_loss
+from spurious.core.training import autocast, to_device
 
 DEFAULT_DATA = "/work/shared/data/squad_v1.1/dev-v1.1.json.gz"
 
@@ -46,15 +47,9 @@ def bench_train(
     for step in range(steps + 1):  # step 0 warms up (allocator, kernels) and is not timed
         idx = order[step * batch_size : (step + 1) * batch_size]
         t0 = time.perf_counter()
-        batch = feats.collate(idx)
-        start, end = _forward(model, batch, device, bf16)
-        loss = qa_loss(
-            start,
-            end,
-            batch["start_positions"].to(device),
-            batch["end_positions"].to(device),
-            batch["attention_mask"].to(device),
-        )
+        batch = to_device(feats.collate(idx), device)
+        with autocast(device, bf16):
+            loss = _plain_loss(model, batch)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         optimizer.step()

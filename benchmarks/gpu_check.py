@@ -4,6 +4,11 @@ On one H100 or H200 (or any CUDA card) it calls the same entry points the workfl
 
 * ``qa``: QA fine-tuning with ``config.yaml``'s demo settings (MiniLM, 300 steps of 16, length-grouped, width buckets)
   on the demo's SQuAD train split, then prediction on its validation split (EM / F1);
+* ``qa_cuda_defaults`` (CUDA only): the same run with the CUDA defaults of the training benchmark, ``compile: on`` and
+  ``attention: packed`` (prediction packed, ``compile: auto``: eager at this size): its EM must be within 1 point of
+  ``qa``'s (asserted);
+* ``losses_vs_eager`` (CUDA only): 20 steps of MiniLM QA at dropout 0 in bf16, eager and padded, then compiled, packed,
+  and both: every step's loss within 1 % of the eager one (asserted);
 * ``bias_model``, ``feature_logits``, ``resam``, ``lmix``, ``creg``: a bias model trained on the biased segment, its
   logits and the original model's (the teacher's) stored per training window, then ReSam, LearnedMixin+H and
   Confidence Regularization, a few dozen steps each. The segments here split the training questions by answer
@@ -15,15 +20,21 @@ On one H100 or H200 (or any CUDA card) it calls the same entry points the workfl
   a transformer trained on them, and the BiLSTM control (CBOW on the CPU, the BiLSTM on the device);
 * ``icl``: in-context scoring with a small GPT-NeoX built from a config (random weights: the path, not the skill);
 * ``aflite``: MiniLM embeddings of SST-2 and one AFLite filtering phase (predictability scores) on the device;
-* ``bench_train_loop``: the warm training benchmark (``benchmarks/bench_train_loop.py``, short).
+* ``bench_train_loop``: the training benchmark (``benchmarks/bench_train_loop.py``), short: MiniLM b16 L256 over 400
+  questions, 16 steps (4 warm-up), the fair Trainer eager and with ``torch_compile=True``, ours eager, compiled, and
+  with the CUDA defaults. Its whole report stays in ``--out``: ``bench_train_loop.{json,md,txt}``.
 
 It writes ``gpu_check.json`` and ``gpu_check.md`` (time, the check's numbers, peak device memory per check; the card,
-torch, transformers, CUDA) to ``--out``. Any error stops it with the traceback and a non-zero exit, after writing
-what ran. ``--quick`` runs the same checks with tiny sizes (a few steps, a few dozen examples) on the CPU in about a
-minute; ``make test`` runs it (tests/test_gpu_check.py).
+torch, transformers, CUDA) to ``--out``, after every check (a run cut short keeps what ran). Any error stops it with the traceback and a non-zero exit, after writing
+what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is recorded and the checks go on, and the run
+exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes (a few steps, a few dozen examples) on the
+CPU in about a minute, the CUDA-only ones listed as skipped with the reason; ``make test`` runs it
+(tests/core/test_gpu_check.py). Compilations go to one inductor cache, fresh for the run (``TORCHINDUCTOR_CACHE_DIR``
+unless set), so the benchmark's compile seconds may include hits from the checks before it (its report says so).
 
 Run on a GPU node: ``make gpu-check`` (or ``python benchmarks/gpu_check.py --out results/gpu_check``) with the data
-mirror in ``SPURIOUS_DATA_MIRROR`` (or ``--data``). Budget: under 8 minutes on one H100/H200, start-up excluded.
+mirror in ``SPURIOUS_DATA_MIRROR`` (or ``--data``). Budget: under 8 minutes on one H100/H200, start-up excluded
+(docs/testing.md gives the estimate per check).
 """
 
 from __future__ import annotations
@@ -48,8 +59,15 @@ import yaml
 
 REPO = Path(__file__).resolve().parents[1]
 MINILM = "embedded:all-MiniLM-L6-v2"
-CHECKS = ("qa", "bias_model", "feature_logits", "resam", "lmix", "creg", "classifier", "prompt_classifier",
-          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop")
+CHECKS = ("qa", "qa_cuda_defaults", "losses_vs_eager", "bias_model", "feature_logits", "resam", "lmix", "creg",
+          "classifier", "prompt_classifier", "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite",
+          "bench_train_loop")
+# The CUDA defaults of the training benchmark, and what they must keep: the demo's EM within this many points of the
+# eager run's, and at dropout 0 every step's loss within this relative distance of the eager loss (bf16)
+CUDA_DEFAULTS = {"compile": "on", "attention": "packed"}
+EM_TOLERANCE = 1.0
+LOSS_RTOL = 0.01
+LOSS_STEPS = 20
 
 
 def sizes(quick: bool) -> dict[str, Any]:
@@ -57,24 +75,49 @@ def sizes(quick: bool) -> dict[str, Any]:
     if quick:
         return {"qa_train": 60, "qa_valid": 30, "qa_steps": 3, "debias_steps": 2, "clf_train": 48, "clf_dev": 32,
                 "clf_steps": 3, "bilstm_epochs": 1, "icl_queries": 8, "aflite_n": 200, "aflite_m": 4, "aflite_t": 50,
-                # our loop's steady state only (one process); the full check runs every variant of the benchmark
-                "bench": ["--steps", "3", "--warmup", "1", "--questions", "40", "--max-length", "128", "--stride", "64",
-                          "--variant", "ours_grouped"]}
+                # our eager loop alone (one process), through the whole report
+                "bench": ["--steps", "3", "--warmup", "2", "--questions", "40", "--max-length", "128", "--stride", "64",
+                          "--batch-size", "4", "--variants", "ours_grouped"]}
     return {"qa_train": None, "qa_valid": None, "qa_steps": None, "debias_steps": 40, "clf_train": 3000,
             "clf_dev": 872, "clf_steps": 200, "bilstm_epochs": 3, "icl_queries": 872, "aflite_n": 20000,
-            "aflite_m": 64, "aflite_t": 5000, "bench": ["--steps", "60", "--warmup", "10"]}
+            "aflite_m": 64, "aflite_t": 5000,
+            # the new variants, short (the benchmark's own defaults and the BERT-base rows: make bench, docs/gpu.md)
+            "bench": ["--steps", "16", "--warmup", "4", "--questions", "400", "--compile-cache", "shared", "--variants",
+                      "trainer_fair,trainer_compiled,ours_grouped,ours_compiled,ours_defaults"]}
 
 
 class Checker:
-    """Runs the checks in order, timing each on the device and recording its peak memory and numbers."""
+    """Runs the checks in order, timing each on the device and recording its peak memory and numbers, and the
+    expectations a check states (``expect``): a failed one is recorded in its row and in ``failures``."""
 
-    def __init__(self, device: torch.device, skip: frozenset[str] = frozenset()) -> None:
+    def __init__(self, device: torch.device, skip: frozenset[str] = frozenset(),
+                 after_each: Callable[[], None] | None = None) -> None:  # fmt: skip
         self.device, self.rows, self.skip = device, [], skip
+        self.failures: list[str] = []
+        self.after_each = after_each  # the reports rewritten after every check: a run cut short keeps what ran
 
-    def run(self, name: str, fn: Callable[[], dict[str, Any]]) -> dict[str, Any]:
+    def _add(self, row: dict[str, Any]) -> None:
+        self.rows.append(row)
+        if self.after_each is not None:
+            self.after_each()
+
+    def expect(self, name: str, ok: bool, what: str) -> bool:
+        """Record ``what`` (the expectation and the measured values) as failed unless ``ok``."""
+        if not ok:
+            self.failures.append(f"{name}: {what}")
+            print(f"gpu-check: {name} FAILED: {what}", flush=True)
+        return ok
+
+    def run(self, name: str, fn: Callable[[], dict[str, Any]], cuda_only: str | None = None) -> dict[str, Any]:
+        """Run check ``name``; ``cuda_only``: why it needs a GPU (on another device it is listed as skipped with it)."""
         if name in self.skip:  # asked for: listed in the report as skipped, never silently left out
-            self.rows.append({"check": name, "seconds": 0.0, "skipped": True})
+            self._add({"check": name, "seconds": 0.0, "skipped": True, "reason": "--skip"})
             print(f"gpu-check: {name} skipped (--skip)", flush=True)
+            return {}
+        if cuda_only and self.device.type != "cuda":
+            reason = f"CUDA only: {cuda_only}"
+            self._add({"check": name, "seconds": 0.0, "skipped": True, "reason": reason})
+            print(f"gpu-check: {name} skipped on {self.device.type} ({reason})", flush=True)
             return {}
         if self.device.type == "cuda":
             torch.cuda.synchronize()
@@ -85,11 +128,26 @@ class Checker:
         if self.device.type == "cuda":
             torch.cuda.synchronize()
         row = {"check": name, "seconds": round(time.perf_counter() - t0, 2), **numbers}
+        failed = [f.split(": ", 1)[1] for f in self.failures if f.startswith(f"{name}: ")]
+        if failed:
+            row["failed"] = "; ".join(failed)
         if self.device.type == "cuda":
             row["peak_gb"] = round(torch.cuda.max_memory_allocated() / 2**30, 2)
-        self.rows.append(row)
+        self._add(row)
         print(f"gpu-check: {name} done in {row['seconds']} s: {numbers}", flush=True)
         return numbers
+
+
+def packing_problem(device: torch.device) -> str | None:
+    """Why ``attention: packed`` cannot run MiniLM on this device (the check a run makes at start), or None."""
+    from spurious.core import packing
+    from spurious.core.models import load_qa_model
+
+    try:
+        packing.enable(load_qa_model(MINILM), "packed", device=device, bf16=True)
+    except packing.PackedAttentionUnavailable as exc:
+        return str(exc)
+    return None
 
 
 def machine(device: torch.device) -> dict[str, Any]:
@@ -161,7 +219,69 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
                 "predict_s": round(time.perf_counter() - t0, 2), "questions": len(valid),
                 "em": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2)}
 
-    checker.run("qa", qa_check)
+    eager = checker.run("qa", qa_check)
+    packed_problem = packing_problem(checker.device) if checker.device.type == "cuda" else None
+    if packed_problem:  # a failed expectation; the checks below then run compiled but padded
+        checker.expect("qa_cuda_defaults", False, f"attention: packed cannot run here: {packed_problem}")
+    defaults = dict(CUDA_DEFAULTS, attention="padded" if packed_problem else "packed")
+
+    def qa_cuda_defaults() -> dict[str, Any]:
+        """The demo's QA run with the CUDA defaults: its EM within EM_TOLERANCE points of the eager run's."""
+        settings = dict(qa_settings, **defaults)
+        out = work / "qa_cuda_defaults"
+        summary = qa.train_qa(train, valid, model_name_or_path=MINILM, output_dir=out / "model",
+                              checkpoint_dir=out / "ck", settings=settings, log=lambda m: None)
+        t0 = time.perf_counter()
+        # prediction packed, compile at its default (auto: eager for a few hundred batches)
+        predictions = qa.predict_qa(out / "model", valid, settings=dict(settings, compile="auto"))
+        scores = evaluate(valid, predictions)
+        em, record = round(scores["exact_match"], 2), summary["compile"]
+        diff = round(em - eager["em"], 2)
+        checker.expect("qa_cuda_defaults", abs(diff) <= EM_TOLERANCE,
+                       f"EM {em} with compile on and packed windows, {eager['em']} eager: {diff:+.2f} points, more "
+                       f"than {EM_TOLERANCE}")  # fmt: skip
+        return {"steps": summary["steps"], "attention": settings["attention"],
+                "train_s": round(summary["train_wall_time_s"], 2), "predict_s": round(time.perf_counter() - t0, 2),
+                "em": em, "f1": round(scores["f1"], 2), "em_vs_eager": diff, "compiled_shapes": len(record["shapes"]), "eager_passes": record["eager_passes"],
+                "compile_s": round(record["compile_s"] or 0, 1), "capture_s": record.get("capture_s")}
+
+    checker.run("qa_cuda_defaults", qa_cuda_defaults, cuda_only="varlen_attn needs it; compiling the steps as CUDA "
+                "graphs is what is checked")
+
+    def losses_vs_eager() -> dict[str, Any]:
+        """20 steps at dropout 0 in bf16: compiled, packed, and both, against eager padded steps."""
+        from spurious.core.models import load_qa_model, load_tokenizer
+
+        folder = work / "minilm_dropout0"
+        torch.manual_seed(0)  # the new QA head
+        model = load_qa_model(MINILM)
+        model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.0
+        model.save_pretrained(folder)
+        load_tokenizer(MINILM).save_pretrained(folder)
+        settings = {"max_length": 128, "stride": 64, "batch_size": 16, "max_steps": LOSS_STEPS, "learning_rate": 1e-4,
+                    "eval_every": None, "eval_max_examples": 16, "checkpoint_every": 1000, "log_every": 1, "seed": 0,
+                    "group_by_length": False, "pad_to_multiple_of": 64, "device": device, "bf16": True}
+        losses = {}
+        runs = {"eager": {"compile": "off"}, "compiled": {"compile": "on"},
+                "packed": {"attention": "packed", "compile": "off"}, "both": defaults}
+        if packed_problem:
+            del runs["packed"], runs["both"]
+        for name, extra in runs.items():
+            summary = qa.train_qa(_head(train, 400), valid.iloc[:16], model_name_or_path=str(folder),
+                                  output_dir=work / "losses" / name, checkpoint_dir=work / "losses" / f"ck-{name}",
+                                  settings=dict(settings, **extra), log=lambda m: None)  # fmt: skip
+            losses[name] = np.array([r["loss"] for r in summary["train_losses"]])
+        first_last = [round(float(losses["eager"][i]), 4) for i in (0, -1)]
+        numbers: dict[str, Any] = {"steps": len(losses["eager"]), "eager_first_last": first_last}
+        for name in list(runs)[1:]:
+            worst = float(np.max(np.abs(losses[name] / losses["eager"] - 1)))
+            numbers[f"{name}_max_rel"] = round(worst, 5)
+            checker.expect("losses_vs_eager", len(losses[name]) == LOSS_STEPS and worst <= LOSS_RTOL,
+                           f"{name}: a step's loss {100 * worst:.2f} % from the eager one (at most "
+                           f"{100 * LOSS_RTOL:g} %)")
+        return numbers
+
+    checker.run("losses_vs_eager", losses_vs_eager, cuda_only="bf16 kernels, varlen_attn and CUDA graphs")
 
     # segments by answer length (words of the first gold answer): the ans-len heuristic's quantity, without spaCy
     answer_words = train["answers"].map(lambda a: len(str(a["text"][0]).split()))
@@ -288,31 +408,41 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     checker.run("aflite", aflite_check)
 
     def bench() -> dict[str, Any]:
-        out = work / "bench_train_loop.json"
-        one = "--variant" in size["bench"]  # a single variant writes its row with --result-json
+        """The benchmark's whole report kept in --out: JSON, Markdown, and its printed text."""
+        out = Path(args.out)
+        out.mkdir(parents=True, exist_ok=True)
+        json_path, text_path = out / "bench_train_loop.json", out / "bench_train_loop.txt"
         cmd = [sys.executable, str(REPO / "benchmarks" / "bench_train_loop.py"), *size["bench"], "--device", device,
-               "--data", str(mirror / "squad_v1.1" / "dev-v1.1.json.gz"), "--result-json" if one else "--json", str(out)]
+               "--data", str(mirror / "squad_v1.1" / "dev-v1.1.json.gz"), "--json", str(json_path),
+               "--markdown", str(out / "bench_train_loop.md")]
         proc = subprocess.run(cmd, capture_output=True, text=True)
+        text_path.write_text(proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.returncode != 0 else ""))
         if proc.returncode != 0:
-            raise RuntimeError(f"bench_train_loop failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-        if one:
-            row = json.loads(out.read_text())
-            return {"variant": row["name"], "steady_s_per_step": round(row["s_per_step"], 3),
-                    "features_per_s": round(row["features_per_s"], 1)}
-        return {"report": str(out), "tail": proc.stdout.strip().splitlines()[-1][:200]}
+            raise RuntimeError(f"bench_train_loop failed ({proc.returncode}), its output in {text_path}:\n"
+                               f"{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")  # fmt: skip
+        report = json.loads(json_path.read_text())
+        numbers: dict[str, Any] = {"report": "bench_train_loop.{json,md,txt}"}
+        for r in report["results"]:
+            ratio = r["ratio_vs_trainer"]
+            numbers[r["variant"]] = f"{r['s_per_step']:.4f} s/step" + ("" if ratio is None else f", {ratio:.2f}x")
+        numbers["targets_met"] = f"{sum(c['met'] is True for c in report['targets'])} of {len(report['targets'])}"
+        return numbers
 
     checker.run("bench_train_loop", bench)
 
 
-def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], error: str | None) -> None:
+def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], error: str | None,
+                  failures: list[str] = ()) -> None:  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
-    payload = {"machine": info, "checks": rows, "error": error, "total_seconds": round(sum(r["seconds"] for r in rows), 1)}
+    payload = {"machine": info, "checks": rows, "error": error, "failures": list(failures),
+               "total_seconds": round(sum(r["seconds"] for r in rows), 1)}
     tmp = out / "gpu_check.json.tmp"
     tmp.write_text(json.dumps(payload, indent=2, default=str))
     tmp.replace(out / "gpu_check.json")
     lines = [f"# gpu-check on {info['card']}", "",
              f"torch {info['torch']}, transformers {info['transformers']}, CUDA {info['cuda']}, Python {info['python']}; "
-             f"total {payload['total_seconds']} s" + (f"; **FAILED**: {error.splitlines()[-1]}" if error else ""), "",
+             f"total {payload['total_seconds']} s" + (f"; **FAILED**: {error.splitlines()[-1]}" if error else "")
+             + "".join(f"; **FAILED**: {failure}" for failure in failures), "",
              "| check | seconds | peak GB | numbers |", "|---|---:|---:|---|"]
     for r in rows:
         numbers = ", ".join(f"{k} {v}" for k, v in r.items() if k not in ("check", "seconds", "peak_gb"))
@@ -336,19 +466,24 @@ def main(argv: list[str] | None = None) -> int:
 
     device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
     info = machine(device)
+    out = Path(args.out)
     checker = Checker(device, skip)
+    checker.after_each = lambda: write_reports(out, info, checker.rows, None, checker.failures)
     error = None
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as tmp:
+        # one inductor cache for the run, fresh (cold compilations, as on a new machine), shared with the benchmark
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(Path(tmp) / "inductor"))
         try:
             run_checks(args, Path(tmp), checker)
         except Exception:  # noqa: BLE001 - reported whole, then a non-zero exit
             error = traceback.format_exc()
-    write_reports(Path(args.out), info, checker.rows, error)
-    print((Path(args.out) / "gpu_check.md").read_text())
+    write_reports(out, info, checker.rows, error, checker.failures)
+    print((out / "gpu_check.md").read_text())
     if error:
         print(error, file=sys.stderr)
-        return 1
-    return 0
+    if checker.failures:
+        print("gpu-check: failed expectations:\n" + "\n".join(checker.failures), file=sys.stderr)
+    return 1 if error or checker.failures else 0
 
 
 if __name__ == "__main__":

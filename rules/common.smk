@@ -121,7 +121,7 @@ def settings_key(settings):
 # Settings params: `settings` is a RuleSettings (the script reads every key; Snakemake's params rerun trigger skips
 # it), `result_settings` the result-changing part as a plain dict (compared by the trigger). Changing an execution
 # setting (spurious.core.config.RUNTIME_SETTINGS: device, bf16, threads, checkpoint_every, eval_batch_size,
-# pad_to_multiple_of, ...) reruns no job.
+# pad_to_multiple_of, compile, ...) reruns no job.
 
 
 def rule_settings(settings_of):
@@ -144,6 +144,7 @@ CLASSIFIER_PREDICTION_KEYS = (
     "bf16",
     "pad_to_multiple_of",
     "attention",
+    "compile",
 )
 
 

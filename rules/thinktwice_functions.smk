@@ -315,6 +315,7 @@ QA_PREDICTION_KEYS = (
     "max_answer_length",
     "pad_to_multiple_of",
     "attention",
+    "compile",
 )
 
 
@@ -326,6 +327,7 @@ QA_LOGIT_KEYS = (
     "bf16",
     "pad_to_multiple_of",
     "attention",
+    "compile",
 )
 
 

@@ -53,6 +53,22 @@ def test_defaults_are_filled_in():
     assert cfg["models"]["minilm"]["training"] == {}, "the input config must not be modified"
 
 
+def test_compile_is_an_execution_setting_that_yaml_may_spell_as_a_boolean():
+    from spurious.core import classifier, qa
+    from spurious.core.config import RUNTIME_SETTINGS
+
+    cfg = _default()
+    cfg["models"]["minilm"]["training"] = yaml.safe_load("compile: on")  # YAML reads an unquoted on as true
+    training = validate_config(cfg)["models"]["minilm"]["training"]
+    assert training["compile"] is True and qa.resolve_settings(training)["compile"] == "on"
+    assert classifier.resolve_settings({"compile": False})["compile"] == "off"
+    assert qa.resolve_settings({})["compile"] == classifier.resolve_settings({})["compile"] == "auto"
+    assert "compile" in RUNTIME_SETTINGS  # out of the fingerprints and of the rerun decisions
+    cfg["models"]["minilm"]["training"] = {"compile": "yes"}
+    with pytest.raises(ConfigError, match="compile"):
+        validate_config(cfg)
+
+
 def test_unknown_key_is_named_with_allowed_keys():
     cfg = _default()
     cfg["bias"]["samplesize"] = 5

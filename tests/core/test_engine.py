@@ -178,6 +178,42 @@ def test_a_two_process_run_killed_with_sigterm_resumes_to_the_same_result(one_an
     assert all(torch.equal(a[k], b[k]) for k in a)
 
 
+def test_a_compiled_two_process_run_killed_with_sigterm_resumes_to_the_eager_result(
+    one_and_two, tiny_bert, train_rows, monkeypatch
+):
+    """compile: on over 2 processes (``aot_eager``: dynamo's graphs without inductor's code generation; see
+    tests/core/test_step.py): each process compiles the shapes of its own shares (rows 4 and 3, widths of 16) and
+    warms them outside DDP, so no collective waits for a process still compiling; SIGTERM after step 3, and the
+    resumed run ends with the eager 2-process run's losses and weights (the same float operations, up to the order
+    of sums: 1e-5 as above)."""
+    from spurious.core import compiled
+
+    monkeypatch.setenv(compiled.BACKEND_VARIABLE, "aot_eager")
+    tmp, _, two = one_and_two
+    out = tmp / "compiled"
+    settings = dict(SETTINGS, processes=2, compile="on", pad_to_multiple_of=16)
+
+    def kill_after_step_3(message: str) -> None:
+        if message.startswith("step 3/"):
+            os.kill(os.getppid(), signal.SIGTERM)
+            time.sleep(1.0)
+
+    with pytest.raises(classifier.TrainingPreempted) as exc:
+        _train_with(tiny_bert, train_rows, out, settings, kill_after_step_3)
+    assert exc.value.step == 3
+    resumed = _train_with(tiny_bert, train_rows, out, settings, None)
+    # rank 0's record: step 4 is the epoch's short last micro-batch (a share of 2 rows, met once: eager), steps 5 and
+    # 6 two full ones each (shares of 4 rows: compiled)
+    record = resumed["compile"]
+    assert resumed["resumed_from_step"] == 3 and record["enabled"] and record["graph_breaks"] == 0
+    assert {rows for rows, _ in record["shapes"]} == {4} and (sum(record["passes"]), record["eager_passes"]) == (4, 1)
+    np.testing.assert_allclose(
+        [r["loss"] for r in resumed["train_losses"]], [r["loss"] for r in two["train_losses"]], rtol=1e-5
+    )
+    a, b = load_file(tmp / "two" / "model" / "model.safetensors"), load_file(out / "model" / "model.safetensors")
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
+
+
 def test_a_checkpoint_of_two_processes_is_not_resumed_by_one(tiny_bert, train_rows, tmp_path):
     out = tmp_path / "r"
 
@@ -471,12 +507,15 @@ class _Tempered(torch.nn.Module):
         super().__init__()
         self.log_t = torch.nn.Parameter(torch.zeros(()))
 
-    def forward(self, start, end, hidden, batch, feature_index):
+    def batch_inputs(self, feature_index, batch):
+        return {}
+
+    def forward(self, start, end, hidden, batch):
         from spurious.core.qa.inference import qa_loss
 
         scale = self.log_t.exp()
         loss = qa_loss(start * scale, end * scale, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
-        return loss, {"t": float(scale.detach())}
+        return loss, {"t": scale.detach()}
 
 
 def test_qa_over_two_processes_with_an_objective_matches_one_process(squad_dev, tmp_path):

@@ -11,8 +11,10 @@ import sys
 
 from tests.conftest import REPO, SHARED
 
-CHECKS = ["qa", "bias_model", "feature_logits", "resam", "lmix", "creg", "classifier", "prompt_classifier",
-          "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite", "bench_train_loop"]  # in this order
+CHECKS = ["qa", "qa_cuda_defaults", "losses_vs_eager", "bias_model", "feature_logits", "resam", "lmix", "creg",
+          "classifier", "prompt_classifier", "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite",
+          "bench_train_loop"]  # in this order
+CUDA_ONLY = ("qa_cuda_defaults", "losses_vs_eager")
 
 
 def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
@@ -30,8 +32,21 @@ def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
     for name in ("classifier", "prompt_classifier", "weighted_classifier", "bilstm"):
         assert 0 <= rows[name]["dev_accuracy"] <= 1, rows[name]
     assert rows["lexical_reweight"]["converged"] and rows["icl"]["shots"] == 8 and rows["aflite"]["n"] == 80
+    for name in CUDA_ONLY:  # skipped on the CPU, and said why
+        assert rows[name]["skipped"] and rows[name]["reason"].startswith("CUDA only: "), rows[name]
+        assert f"gpu-check: {name} skipped on cpu (CUDA only: " in proc.stdout
+    assert all(not rows[name].get("skipped") for name in CHECKS if name not in CUDA_ONLY)
     table = (tmp_path / "gpu_check.md").read_text()
     assert table.startswith("# gpu-check on CPU") and all(f"| {name} |" in table for name in CHECKS)
+    # the benchmark's whole report is kept beside it: its JSON, Markdown and printed text
+    bench = json.loads((tmp_path / "bench_train_loop.json").read_text())
+    assert [r["variant"] for r in bench["results"]] == ["ours_grouped"] and bench["device_type"] == "cpu"
+    row = bench["results"][0]
+    assert row["timed_steps"] == 1 and row["timed_features"] == 4 and row["mfu"] is None and row["features_per_s"] > 0
+    text = (tmp_path / "bench_train_loop.txt").read_text()
+    assert "peak: n/a on CPU" in text and "Compile and capture" in text and "for reference only" in text
+    assert (tmp_path / "bench_train_loop.md").read_text().startswith("# bench_train_loop on cpu")
+    assert rows["bench_train_loop"]["ours_grouped"].endswith(" s/step")
 
 
 def test_an_unknown_check_to_skip_is_refused(tmp_path):

@@ -90,7 +90,7 @@ CONTRACT_NAMES = {
     "spurious.core.io": "atomic_path write_json write_parquet",
     "spurious.core.metrics": "normalize_answer exact_match f1_score score_predictions evaluate",
     "spurious.core.resources": "load_spacy english_stopwords",
-    "spurious.core.models": "resolve_model load_tokenizer load_qa_model load_config",
+    "spurious.core.models": "resolve_model load_tokenizer load_qa_model load_config model_attention_mask",
     "spurious.core.qa": (
         "DEFAULT_SETTINGS resolve_settings train_qa predict_qa training_features infer_feature_logits qa_loss "
         "segment_gap_selection INIT_MODES"
@@ -114,8 +114,19 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.training": (
         "epoch_order latest_checkpoint PreemptionGuard TrainingPreempted pick_device use_bf16 seed_everything "
-        "param_groups save_model_dir pad_multiple padded_width"
+        "param_groups save_model_dir pad_multiple padded_width to_device"
     ),
+    "spurious.core.compiled": "check_setting decide Decision compile_function batched AUTO_MIN_PASSES",
+    "spurious.core.packing": (
+        "enable position_offset pack model_inputs unpack sequence_classification_logits row_length packed_length "
+        "bucket_size PACKED_LENGTHS PackedAttentionUnavailable"
+    ),
+    "spurious.core.errors": "InputError UnreadableFileError unreadable MissingResourceError",
+    "spurious.core.figures": (
+        "figure_function registered_figures figure_style TEXT_STYLE save_figure svg_text capture_figures check_figure "
+        "assert_readable FigureCheckError count_axis is_count_axis drawn_texts explain_empty rotate_crowded_ticklabels"
+    ),
+    "spurious.core.results_index": "index_html write_index",
     "spurious.core.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
         "apply_size_requests size_table"

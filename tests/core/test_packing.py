@@ -160,7 +160,7 @@ def _qa_pair(family, tokenizer, windows, *, offset_shift=0, drop_types=False):
         batch = features.collate(picks, packed_offset=offset)
         if packed and drop_types:
             batch["packed_token_type_ids"] = torch.zeros_like(batch["packed_token_type_ids"])
-        start, end, hidden = _model_outputs(model, batch, CPU, False, hidden=True)
+        start, end, hidden = _model_outputs(model, batch, hidden=True)
         loss = qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
         loss.backward()
         grads = {n: p.grad.clone() for n, p in model.named_parameters() if p.grad is not None}
@@ -202,7 +202,7 @@ def test_a_packed_model_refuses_a_padded_batch(tokenizer, windows):
     model = tiny_model(AutoModelForQuestionAnswering, "bert", tokenizer)
     packing.use_reference(model)
     with pytest.raises(RuntimeError, match="without cu_seq_lens"):
-        _model_outputs(model, features.collate(picks), CPU, False)
+        _model_outputs(model, features.collate(picks))
 
 
 # ---------------------------------------------------------------------------------------------------------------------
@@ -228,7 +228,7 @@ def test_packed_reference_equals_padding_for_classification(family, tokenizer, q
         model.train()  # dropout 0: the heads' dropout calls run, as in training
         if packed:
             packing.use_reference(model)
-        logits = classifier.batch_logits(model, data.collate(rows, 1, packing.position_offset(model)), CPU)
+        logits = classifier._batch_logits(model, data.collate(rows, 1, packing.position_offset(model)))
         loss = classifier.weighted_loss(logits, labels, weights)
         loss.backward()
         out.append((logits.detach(), loss.detach(), model.classifier))
@@ -251,7 +251,7 @@ def test_packed_reference_equals_padding_for_prompts(tokenizer, qnli_rows):
         if packed:
             packing.use_reference(model.mlm)
         batch = data.collate(np.arange(len(data)), 1, packing.position_offset(model))
-        out.append(classifier.batch_logits(model, batch, CPU).detach())
+        out.append(classifier._batch_logits(model, batch).detach())
         assert model._gathered  # the head ran at the mask positions only, packed or not
     assert out[0].shape == (len(pairs), 2)
     assert torch.allclose(out[0], out[1], atol=1e-5, rtol=0), float((out[0] - out[1]).abs().max())
@@ -368,6 +368,23 @@ def test_train_classifier_packed_follows_padding(tmp_path, tokenizer, monkeypatc
         )
     assert len(losses["padded"]) == 4 and np.allclose(losses["padded"], losses["packed"], rtol=1e-5)
     assert np.allclose(probs["padded"], probs["packed"], atol=1e-5)
+
+
+def test_batch_width_is_the_length_of_the_packed_row(tokenizer, qnli_rows, windows):
+    """What a compiled run lists as a packed batch's shape is the row ``collate`` packs (QA windows, classification
+    rows), and the padded width otherwise."""
+    _, data = qnli_rows
+    features, picks = windows
+    for rows in (np.arange(len(data)), np.arange(3), np.array([8])):
+        packed = data.collate(rows, 1, 0)["packed_input_ids"].shape[1]
+        assert data.batch_width(data.lengths[rows], 1, packed=True) == packed
+        assert data.batch_width(data.lengths[rows], 8) == data.collate(rows, 8)["input_ids"].shape[1]
+    for rows in (picks, picks[:2], picks[-1:]):
+        packed = features.collate(rows, packed_offset=0)["packed_input_ids"].shape[1]
+        assert features.batch_width(features.lengths[rows], packed=True) == packed
+        assert features.batch_width(features.lengths[rows], multiple=8) == features.collate(rows, multiple=8)[
+            "input_ids"
+        ].shape[1]
 
 
 def test_pack_keeps_a_frame_of_pairs_intact(tokenizer, qnli_rows):

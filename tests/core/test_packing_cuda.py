@@ -17,6 +17,7 @@ from transformers import AutoModelForQuestionAnswering, BertConfig
 from spurious.core import packing, qa
 from spurious.core.models import load_tokenizer
 from spurious.core.qa.inference import _model_outputs, qa_loss
+from spurious.core.training import autocast, to_device
 from tests.core.test_packing import FAMILIES, MINILM, tiny_model
 
 HAS_VARLEN = importlib.util.find_spec("torch.nn.attention.varlen") is not None
@@ -75,10 +76,11 @@ def test_packed_qa_on_varlen_equals_padding_in_bf16(family, tokenizer, windows, 
     for attention in ("padded", "packed"):
         model = tiny_model(AutoModelForQuestionAnswering, family, tokenizer).to(CUDA).eval()
         packing.enable(model, attention, device=CUDA, bf16=True)
-        batch = features.collate(rows, packed_offset=packing.position_offset(model))
-        start, end, _ = _model_outputs(model, batch, CUDA, True)
-        mask = batch["attention_mask"].to(CUDA)
-        loss = qa_loss(start, end, batch["start_positions"].to(CUDA), batch["end_positions"].to(CUDA), mask)
+        batch = to_device(features.collate(rows, packed_offset=packing.position_offset(model)), CUDA)
+        with autocast(CUDA, True):
+            start, end, _ = _model_outputs(model, batch)
+        mask = batch["attention_mask"]
+        loss = qa_loss(start, end, batch["start_positions"], batch["end_positions"], mask)
         out.append((start.float()[mask.bool()], float(loss)))
     (a, loss_a), (b, loss_b) = out
     # the tiny models' logits are below 0.3; on CPU in bf16 the reference differs from padding by at most 5e-4
@@ -95,7 +97,8 @@ def test_a_packed_training_step_does_not_wait_for_the_device(tokenizer, windows)
     torch.cuda.synchronize()
     torch.cuda.set_sync_debug_mode("error")
     try:
-        start, end, _ = _model_outputs(model, batch, CUDA, True)
+        with autocast(CUDA, True):
+            start, end, _ = _model_outputs(model, batch)
         qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"]).backward()
     finally:
         torch.cuda.set_sync_debug_mode("default")

@@ -487,16 +487,20 @@ class ScaledCE(torch.nn.Module):
         self.register_buffer("calls", torch.zeros((), dtype=torch.long))
         self.seen: list[np.ndarray] = []
 
-    def forward(self, start, end, hidden, batch, feature_index):
-        assert hidden.shape == (*start.shape, 384)  # MiniLM's last hidden state [B, W, H]
+    def batch_inputs(self, feature_index, batch):  # on the host, before the batch moves to the device
         reference = self.features.collate(feature_index)  # the rows named by feature_index are the batch's
         for key in ("input_ids", "start_positions", "context_mask", "question_mask", "cls_mask"):
-            assert torch.equal(batch[key].cpu(), reference[key]), key
-        self.calls += 1
+            assert torch.equal(batch[key], reference[key]), key
         self.seen.append(np.array(feature_index))
+        return {"row_count": torch.tensor(float(len(feature_index)))}
+
+    def forward(self, start, end, hidden, batch):
+        assert hidden.shape == (*start.shape, 384)  # MiniLM's last hidden state [B, W, H]
+        assert batch["row_count"].shape == () and batch["row_count"].device == start.device  # batch_inputs' tensor
+        self.calls += 1
         ce = qa.qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
         loss = ce + 0.5 * (self.w - 3.0) ** 2 + 0.0 * hidden.float().mean()
-        return loss, {"ce": ce.detach(), "w": float(self.w.detach())}  # tensors or floats
+        return loss, {"ce": ce.detach(), "w": self.w.detach(), "rows": batch["row_count"]}
 
 
 def _scaled_ce_factory(created: list):
@@ -538,6 +542,7 @@ def test_objective_replaces_the_training_loss_and_trains_its_parameters(objectiv
     # the logged values land in the train rows and the progress line; the loss is the objective's
     rows = o["train_losses"]
     assert [r["step"] for r in rows] == list(range(1, 7)) and all({"ce", "w"} <= set(r) for r in rows)
+    assert [r["rows"] for r in rows] == [4.0] * 6  # batch_inputs' tensor reached forward for every micro-batch
     assert rows[0]["loss"] == pytest.approx(rows[0]["ce"] + 0.5 * (1.0 - 3.0) ** 2, rel=1e-6)
     assert rows[0]["ce"] == pytest.approx(a["train_losses"][0]["loss"], rel=1e-6)  # same model, same first batch
     assert any(m.startswith("step 1/6") and " ce " in m and " w 1" in m for m in messages)

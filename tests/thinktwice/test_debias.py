@@ -580,6 +580,11 @@ def loop_batch(tmp_path):
     return stores, batch, np.array([4, 0, 2])
 
 
+def _with_inputs(objective, batch, index):
+    """The batch as the training loop hands it to ``forward``: with the objective's host inputs for these rows."""
+    return {**batch, **objective.batch_inputs(index, batch)}
+
+
 @pytest.mark.parametrize("compat", [None, "isbiased"])
 def test_lmix_gate_input_detached_stops_the_gradient_at_the_hidden_states(loop_batch, compat):
     stores, batch, index = loop_batch
@@ -591,7 +596,7 @@ def test_lmix_gate_input_detached_stops_the_gradient_at_the_hidden_states(loop_b
         start = torch.randn(3, 7, requires_grad=True)
         end = torch.randn(3, 7, requires_grad=True)
         hidden = torch.randn(3, 7, 16, requires_grad=True)
-        loss, _ = objective(start, end, hidden, batch, index)
+        loss, _ = objective(start, end, hidden, _with_inputs(objective, batch, index))
         loss.backward()
         grads[gate_input] = (loss.item(), hidden.grad, start.grad.clone(), [p.grad.clone() for p in objective.parameters()])
     (loss_e, hidden_e, start_e, gate_e), (loss_d, hidden_d, start_d, gate_d) = grads["encoder"], grads["detached"]
@@ -610,7 +615,7 @@ def test_lmix_objective_on_memmapped_logits(loop_batch):
     start = torch.randn(3, 7, requires_grad=True)
     end = torch.randn(3, 7, requires_grad=True)
     hidden = torch.randn(3, 7, 16)
-    loss, stats = objective(start, end, hidden, batch, index)
+    loss, stats = objective(start, end, hidden, _with_inputs(objective, batch, index))
     assert torch.isfinite(loss) and set(stats) == {"nll", "entropy", "gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"}
     loss.backward()
     grads = [p.grad for p in objective.parameters()]
@@ -637,7 +642,8 @@ def test_lmix_objective_isbiased_uses_the_token_gate(loop_batch):
     stores, batch, index = loop_batch
     objective = LearnedMixinObjective(stores["bias"], hidden_size=16, compat="isbiased", scale=0.1)
     assert isinstance(objective.gate, TokenGate)
-    loss, _ = objective(torch.randn(3, 7), torch.randn(3, 7), torch.randn(3, 7, 16), batch, index)
+    on_device = _with_inputs(objective, batch, index)
+    loss, _ = objective(torch.randn(3, 7), torch.randn(3, 7), torch.randn(3, 7, 16), on_device)
     loss.backward()
     assert objective.gate.linear.weight.grad.abs().sum() > 0
 
@@ -647,7 +653,7 @@ def test_creg_objective_on_memmapped_logits(loop_batch):
     objective = ConfidenceRegularizationObjective(stores["bias"], stores["teacher"])
     assert not objective.needs_hidden_states and list(objective.parameters()) == []
     start = torch.randn(3, 7, requires_grad=True)
-    loss, stats = objective(start, torch.randn(3, 7), None, batch, index)
+    loss, stats = objective(start, torch.randn(3, 7), None, _with_inputs(objective, batch, index))
     loss.backward()
     assert torch.isfinite(loss) and torch.isfinite(start.grad).all() and "beta" in stats
     bias = torch.from_numpy(np.array(stores["bias"])[index, :, :7])
@@ -664,10 +670,29 @@ def test_creg_objective_on_memmapped_logits(loop_batch):
         valid_mask=batch["context_mask"] | batch["cls_mask"],
     )
     assert loss.item() != pytest.approx(direct.item())  # the end logits differ
-    zero_end, _ = objective(start, torch.zeros(3, 7), None, batch, index)
+    zero_end, _ = objective(start, torch.zeros(3, 7), None, _with_inputs(objective, batch, index))
     assert zero_end.item() == pytest.approx(direct.item(), abs=1e-6)
     compat = ConfidenceRegularizationObjective(stores["bias"], stores["teacher"], compat="isbiased")
-    assert torch.isfinite(compat(start, torch.zeros(3, 7), None, batch, index)[0])
+    assert torch.isfinite(compat(start, torch.zeros(3, 7), None, _with_inputs(compat, batch, index))[0])
+
+
+def test_objectives_check_the_host_batch_before_it_moves(loop_batch):
+    """The checks the losses skip in a training step (``validate=False``: they would read device values) are made by
+    ``batch_inputs`` on the host batch: a gold position outside the mask, a position beyond the batch, an example
+    without a question token."""
+    stores, batch, index = loop_batch
+    lmix = LearnedMixinObjective(stores["bias"], hidden_size=16)
+    creg = ConfidenceRegularizationObjective(stores["bias"], stores["teacher"])
+    question = dict(batch, start_positions=torch.tensor([1, 0, 3]))  # position 1: a question token
+    for objective in (lmix, creg):
+        with pytest.raises(ValueError, match="excludes"):
+            objective.batch_inputs(index, question)
+        with pytest.raises(ValueError, match=r"end_positions must lie in \[0, 7\)"):
+            objective.batch_inputs(index, dict(batch, end_positions=torch.tensor([5, 0, 7])))
+    with pytest.raises(ValueError, match="no question token"):
+        lmix.batch_inputs(index, dict(batch, question_mask=torch.zeros(3, 7, dtype=torch.bool)))
+    # the authors' convention masks nothing: a gold position on a question token is theirs to take
+    LearnedMixinObjective(stores["bias"], hidden_size=16, compat="isbiased").batch_inputs(index, question)
 
 
 def test_objectives_reject_batches_wider_than_the_stored_logits(loop_batch):
@@ -675,7 +700,7 @@ def test_objectives_reject_batches_wider_than_the_stored_logits(loop_batch):
     wide = {k: torch.cat([v, v[:, :3]], dim=1) if v.dim() == 2 and v.shape[1] == 7 else v for k, v in batch.items()}
     objective = ConfidenceRegularizationObjective(stores["bias"], stores["teacher"])
     with pytest.raises(ValueError, match="wide"):
-        objective(torch.randn(3, 10), torch.randn(3, 10), None, wide, index)
+        objective.batch_inputs(index, wide)
     with pytest.raises(ValueError, match=r"\[N_features, 2, L\]"):
         LearnedMixinObjective(np.zeros((5, 9), dtype=np.float32), hidden_size=4)
 
@@ -703,8 +728,9 @@ def _objective_losses(objective_of, squad_dev, packed: bool):
     batch = features.collate(rows, packed_offset=packing.position_offset(model))
     torch.manual_seed(1)
     objective = objective_of(len(features))
-    start, end, hidden = _model_outputs(model, batch, torch.device("cpu"), False, hidden=objective.needs_hidden_states)
-    loss, _ = objective(start, end, hidden, batch, rows)
+    batch.update(objective.batch_inputs(rows, batch))  # the host part, then the device part (on the CPU here)
+    start, end, hidden = _model_outputs(model, batch, hidden=objective.needs_hidden_states)
+    loss, _ = objective(start, end, hidden, batch)
     loss.backward()
     return loss.item(), [p.grad for p in model.parameters()] + [p.grad for p in objective.parameters()]
 
@@ -881,13 +907,12 @@ def test_stored_logits_follow_left_padding():
     store = np.zeros((3, 2, 6), dtype=np.float32)
     store[0, :, :3] = [[1, 2, 3], [4, 5, 6]]  # a 3-token window
     store[2, :, :5] = [[7, 8, 9, 10, 11], [12, 13, 14, 15, 16]]  # a 5-token window
-    like = torch.zeros(2, 5)
     left = torch.tensor([[0, 0, 1, 1, 1], [1, 1, 1, 1, 1]])
-    start, end = _gather_logits(store, np.array([0, 2]), like, left)
+    start, end = _gather_logits(store, np.array([0, 2]), left)
     assert start.tolist() == [[0, 0, 1, 2, 3], [7, 8, 9, 10, 11]]
     assert end[0].tolist() == [0, 0, 4, 5, 6]
     right = torch.tensor([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]])
-    start, _ = _gather_logits(store, np.array([0, 2]), like, right)
+    start, _ = _gather_logits(store, np.array([0, 2]), right)
     assert start.tolist() == [[1, 2, 3, 0, 0], [7, 8, 9, 10, 11]]
 
 

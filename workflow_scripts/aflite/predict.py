@@ -18,7 +18,7 @@ if snakemake.params.partial_input:
     dev = aflite_text.partial_input(dev, snakemake.params.partial_input)
 predictions = classifier.predict_classifier(
     inp.model, dev, batch_size=s["eval_batch_size"], max_length=s["max_length"], device=s["device"], bf16=s["bf16"],
-    pad_to_multiple_of=s["pad_to_multiple_of"], attention=s["attention"], log=log.info,
+    pad_to_multiple_of=s["pad_to_multiple_of"], attention=s["attention"], compile=s["compile"], log=log.info,
 )
 io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})
 kept_ids = set(classification.read_parquet(inp.dev_filtered)["id"])

@@ -27,6 +27,7 @@ else:
         bf16=s["bf16"],
         pad_to_multiple_of=s["pad_to_multiple_of"],
         attention=s["attention"],
+        compile=s["compile"],
         log=log.info,
     )
 io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})

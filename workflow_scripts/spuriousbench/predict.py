@@ -29,6 +29,7 @@ predicted = classifier.predict_classifier(
     bf16=s["bf16"],
     pad_to_multiple_of=s["pad_to_multiple_of"],
     attention=s["attention"],
+    compile=s["compile"],
     log=log.info,
 )
 n_test = len(frames["test"])

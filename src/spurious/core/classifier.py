@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import packing
+from spurious.core import compiled, packing
 from spurious.core.config import result_settings
 from spurious.core.engine import (
     TrainState,
@@ -46,7 +46,7 @@ from spurious.core.engine import (
 )
 from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
-from spurious.core.models import load_config, load_tokenizer, quiet_transformers, resolve_model
+from spurious.core.models import load_config, load_tokenizer, model_attention_mask, quiet_transformers, resolve_model
 from spurious.core.prompt import (
     PROMPT_FILE,
     PromptClassifier,
@@ -65,6 +65,7 @@ from spurious.core.training import (  # TrainingPreempted: what callers of train
     pick_device,
     save_model_dir,
     seed_everything,
+    to_device,
     use_bf16,
 )
 from spurious.core.training import (
@@ -96,6 +97,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "pad_to_multiple_of": "auto",
     # padded, or packed: examples end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
     "attention": "padded",
+    # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
+    "compile": "auto",
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
     # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
@@ -121,6 +125,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
             f"classification setting eval_every must be null, a positive number of optimizer steps or "
             f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
         )
+    s["compile"] = compiled.check_setting(s["compile"])
     return s
 
 
@@ -144,6 +149,18 @@ class Encoded:
     def lengths(self) -> np.ndarray:
         return np.fromiter((len(x) for x in self.input_ids), dtype=np.int64, count=len(self.input_ids))
 
+    def batch_width(self, lengths: np.ndarray, multiple: int = 1, packed: bool = False) -> int:
+        """The sequence length of a collated batch of rows of ``lengths`` tokens (``collate``'s rule): its padded
+        width, or with ``packed`` the length of its packed row (``spurious.core.packing.row_length``)."""
+        longest = int(np.max(lengths))
+        if packed:
+            return packing.row_length(lengths, self._packed_width(longest))
+        return padded_width(longest, multiple, self.max_length)
+
+    def _packed_width(self, longest: int) -> int:
+        """The width of a packed batch's ``[B, W]`` layout: ``max_length`` whatever the rows (one shape)."""
+        return max(longest, self.max_length or 0)
+
     def collate(
         self, rows: Sequence[int] | np.ndarray, multiple: int = 1, packed_offset: int | None = None
     ) -> dict[str, torch.Tensor]:
@@ -152,10 +169,10 @@ class Encoded:
         ``packed_offset`` (not None for a model that runs packed attention: ``spurious.core.packing.position_offset``)
         lays the rows end to end instead (``packing.pack``, positions counting from it)."""
         longest = max(len(self.input_ids[r]) for r in rows)
-        if packed_offset is not None:  # the [B, W] layout max_length wide whatever the rows: one shape
-            batch = self._padded(rows, max(longest, self.max_length or 0))
+        if packed_offset is not None:
+            batch = self._padded(rows, self._packed_width(longest))
             return packing.pack(batch, position_offset=packed_offset, pad_token_id=self.pad_token_id)
-        return self._padded(rows, padded_width(longest, multiple, self.max_length))
+        return self._padded(rows, self.batch_width(np.array([longest]), multiple))
 
     def _padded(self, rows: Sequence[int] | np.ndarray, width: int) -> dict[str, torch.Tensor]:
         ids = torch.full((len(rows), width), self.pad_token_id, dtype=torch.long)
@@ -209,6 +226,19 @@ def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: Pro
     )
 
 
+def _batch_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The model's logits ``[B, n_labels]`` on a collated batch on its device: padded rows, the attention mask made
+    by ``model_attention_mask`` (a ``PromptClassifier`` makes its masked LM's itself), or rows packed end to end
+    (``spurious.core.packing``), where a classification head reads each row's first token and a prompt classifier
+    its mask position."""
+    if packing.is_packed(batch):
+        if isinstance(model, PromptClassifier):
+            return model(**packing.model_inputs(batch), mask_positions=batch["mask_positions"]).logits
+        return packing.sequence_classification_logits(model, batch)
+    inputs = dict(batch, attention_mask=model_attention_mask(model, batch["attention_mask"]))
+    return model(**inputs).logits
+
+
 @torch.no_grad()
 def class_probabilities(
     model: torch.nn.Module,
@@ -220,20 +250,26 @@ def class_probabilities(
     bf16: bool,
     should_stop: Callable[[], bool] | None = None,
     multiple: int = 1,
+    compile: str = "off",
+    repeats: int = 1,
 ) -> np.ndarray:
     """The softmax over the labels for every row of ``data``, (rows, n_labels) float64, in batches of similar length.
 
     The caller puts the model in eval mode. ``should_stop`` is polled before every batch: when it answers True the
-    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming)."""
+    computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming).
+    ``compile``: the setting (``spurious.core.compiled.batched``), for ``repeats`` passes over ``data``."""
     order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
-    probs = np.zeros((len(data), n_labels), dtype=np.float64)
+    batches = [order[lo : lo + batch_size] for lo in range(0, len(order), batch_size)]
     offset = packing.position_offset(model)
-    for lo in range(0, len(order), batch_size):
+    shapes = [(len(rows), data.batch_width(data.lengths[rows], multiple, offset is not None)) for rows in batches]
+    logits_of = compiled.batched(_batch_logits, compile, device, shapes, repeats=repeats)
+    probs = np.zeros((len(data), n_labels), dtype=np.float64)
+    for rows, shape in zip(batches, shapes, strict=True):
         if should_stop is not None and should_stop():
             raise StopRequested
-        rows = order[lo : lo + batch_size]
+        batch = to_device(data.collate(rows, multiple, offset), device)
         with autocast(device, bf16):
-            logits = batch_logits(model, data.collate(rows, multiple, offset), device)
+            logits = logits_of(shape, model, batch)
         probs[rows] = torch.softmax(logits.float(), dim=-1).cpu().numpy()
     return probs
 
@@ -254,17 +290,6 @@ def bitfit(model: torch.nn.Module) -> int:
     if not any(n.endswith("bias") and n.startswith(prefix + ".") for n in names):
         raise ValueError(f"BitFit: {type(model).__name__} has no bias terms in its base model")
     return n_trainable
-
-
-def batch_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The model's logits ``[B, n_labels]`` on a collated batch: padded rows, or rows packed end to end
-    (``spurious.core.packing``), where a classification head reads each row's first token and a prompt classifier its
-    mask position."""
-    if not packing.is_packed(batch):
-        return model(**{k: v.to(device) for k, v in batch.items()}).logits
-    if isinstance(model, PromptClassifier):
-        return model(**packing.model_inputs(batch, device), mask_positions=batch["mask_positions"]).logits
-    return packing.sequence_classification_logits(model, batch, device)
 
 
 def weighted_loss(logits: torch.Tensor, labels: torch.Tensor, weights: torch.Tensor | None) -> torch.Tensor:
@@ -465,28 +490,34 @@ def train_classifier(
     packing.enable(model, s["attention"], device=device, bf16=bf16, log=emit)
     data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
-    weight_tensor = torch.tensor(weights, dtype=torch.float32) if weights is not None else None
     model.to(device)
     fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
     multiple = pad_multiple(s["pad_to_multiple_of"], device)
     offset = packing.position_offset(model)
 
-    def loss_fn(
-        model: torch.nn.Module, objective: None, rows: np.ndarray, device: torch.device
-    ) -> tuple[torch.Tensor, dict[str, float]]:
-        logits = batch_logits(model, data.collate(rows, multiple, offset), device)
-        labels = torch.from_numpy(data.labels[rows]).to(device)
-        w = weight_tensor[torch.from_numpy(rows)].to(device) if weight_tensor is not None else None
-        return weighted_loss(logits, labels, w), {}  # bf16 autocast comes from the engine
+    def batch_fn(rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
+        batch = data.collate(rows, multiple, offset)
+        batch["labels"] = torch.from_numpy(data.labels[rows])
+        if weights is not None:
+            batch["weights"] = torch.from_numpy(weights[rows].astype(np.float32))
+        return to_device(batch, device)
 
+    def loss_fn(
+        model: torch.nn.Module, objective: None, batch: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        inputs = {k: v for k, v in batch.items() if k not in ("labels", "weights")}
+        logits = _batch_logits(model, inputs)  # bf16 autocast comes from the engine
+        return weighted_loss(logits, batch["labels"], batch.get("weights")), {}
+
+    _, steps_per_epoch, total_steps = step_counts(len(data), s)
     evaluation = (
         None
         if eval_data is None
         else _AccuracyEvaluation(
-            model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit, multiple
+            model, eval_data, len(label_names), eval_every, int(s["eval_batch_size"]), bf16, emit, multiple,
+            compile=s["compile"], evaluations=_evaluations(eval_every, total_steps, steps_per_epoch),
         )
     )
-    _, steps_per_epoch, total_steps = step_counts(len(data), s)
     weighting = "uniform" if weights is None else f"weighted (mean {weights.mean():.3f}, max {weights.max():.3f})"
     emit(
         f"training {model_name_or_path} ({init}{', prompt-based' if prompt is not None else ''}) on {device}"
@@ -504,6 +535,8 @@ def train_classifier(
         loss_fn,
         data.lengths,
         s,
+        batch_fn=batch_fn,
+        batch_width=lambda lengths: data.batch_width(lengths, multiple, offset is not None),
         checkpoint_dir=checkpoint_dir,
         fingerprint=fingerprint,
         emit=emit,
@@ -544,6 +577,14 @@ def train_classifier(
     return summary
 
 
+def _evaluations(eval_every: int | str | None, total_steps: int, steps_per_epoch: int) -> int:
+    """How many dev evaluations a run makes (at most): every ``eval_every`` steps or epoch, and after the last."""
+    if eval_every is None:
+        return 0
+    every = steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every)
+    return total_steps // max(every, 1) + 1
+
+
 class _AccuracyEvaluation:
     """Dev accuracy every ``eval_every`` optimizer steps (or at every epoch end) and after the last step; the best
     is the highest accuracy, the earliest on ties. Recorded in ``state.evaluation``: ``history`` ([{step,
@@ -559,9 +600,13 @@ class _AccuracyEvaluation:
         bf16: bool,
         emit: LogFn,
         multiple: int = 1,
+        *,
+        compile: str = "off",
+        evaluations: int = 1,
     ) -> None:
         self.model, self.data, self.n_labels, self.eval_every = model, data, n_labels, eval_every
         self.batch_size, self.bf16, self.emit, self.multiple = batch_size, bf16, emit, multiple
+        self.compile, self.evaluations = compile, evaluations
 
     def due(self, state: TrainState, total_steps: int) -> bool:
         if state.step >= total_steps:
@@ -584,6 +629,8 @@ class _AccuracyEvaluation:
                 bf16=self.bf16,
                 should_stop=should_stop,
                 multiple=self.multiple,
+                compile=self.compile,
+                repeats=self.evaluations,
             )
         finally:
             self.model.train()
@@ -615,13 +662,14 @@ class TrainedClassifier:
     device: torch.device
     bf16: bool
     pad_to_multiple_of: int | str = "auto"
+    compile: str = "auto"  # the setting (spurious.core.compiled), for each call of ``probabilities``
 
     def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
         """The softmax over the labels for every row of ``frame`` and the encoded rows."""
         data = encode_for(frame, self.tokenizer, self.max_length, self.prompt)
         probs = class_probabilities(
             self.model, data, n_labels=len(self.label_names), batch_size=batch_size, device=self.device, bf16=self.bf16,
-            multiple=pad_multiple(self.pad_to_multiple_of, self.device),
+            multiple=pad_multiple(self.pad_to_multiple_of, self.device), compile=self.compile,
         )
         return probs, data
 
@@ -634,6 +682,7 @@ def load_trained_classifier(
     bf16: bool | str = "auto",
     pad_to_multiple_of: int | str = "auto",
     attention: str = "padded",
+    compile: str = "auto",
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
     ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given.
@@ -669,7 +718,8 @@ def load_trained_classifier(
     packing.enable(model, attention, device=dev, bf16=use_bf16(bf16, dev), log=logger.info)
     model.to(dev).eval()
     return TrainedClassifier(
-        model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of
+        model, tokenizer, names, prompt, int(max_length), dev, use_bf16(bf16, dev), pad_to_multiple_of,
+        compiled.check_setting(compile),
     )
 
 
@@ -686,6 +736,7 @@ def predict_classifier(
     loaded: TrainedClassifier | None = None,
     pad_to_multiple_of: int | str = "auto",
     attention: str = "padded",
+    compile: str = "auto",
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
     probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless
@@ -694,11 +745,12 @@ def predict_classifier(
 
     A model directory with ``prompt.json`` (a prompt-based model) is read as a masked LM through its prompt: the
     probabilities are the softmax over the label words' logits at the mask. ``loaded``: the model already loaded by
-    :func:`load_trained_classifier` (then ``max_length``, ``device``, ``bf16`` and ``attention`` are its own)."""
+    :func:`load_trained_classifier` (then ``max_length``, ``device``, ``bf16``, ``pad_to_multiple_of``,
+    ``attention`` and ``compile`` are its own)."""
     emit = log or logger.info
     clf = loaded or load_trained_classifier(
         model_dir, max_length=max_length, device=device, bf16=bf16, pad_to_multiple_of=pad_to_multiple_of,
-        attention=attention,
+        attention=attention, compile=compile,
     )
     names = clf.label_names
     if check_labels and names != list(frame.attrs["label_names"]):

@@ -8,10 +8,14 @@ weights-only unpickler, which rebuilds tensors, plain values and numpy arrays an
 
 What stays ours, because results and resumption depend on it:
 
-* the loss: a ``loss_fn(model, objective, rows, device) -> (mean loss over the rows, {name: float})`` given by the
-  caller (QA span loss, a debiasing objective, weighted cross-entropy, a prompt's label-word loss);
+* the loss, given by the caller in two parts (QA span loss, a debiasing objective, weighted cross-entropy, a prompt's
+  label-word loss): ``batch_fn(rows, device) -> batch`` on the host (collate the training rows, move them to the
+  device) and ``loss_fn(model, objective, batch) -> (mean loss over the rows, {name: 0-d tensor})`` on the device,
+  which never reads a value on the host, so that the host queues steps ahead of the GPU; with the ``compile``
+  setting, ``loss_fn`` is compiled once per batch shape and warmed before the first step (``spurious.core.compiled``);
 * the optimizer: AdamW (fused kernel on CPU and CUDA, as the ``transformers`` Trainer's default) over the model's
-  and the objective's parameters, weight decay except biases and norms, linear schedule with warmup;
+  and the objective's parameters, weight decay except biases and norms, linear schedule with warmup; compiled runs
+  on CUDA replay the optimizer step (clipping, AdamW, zeroing the gradients) as one captured CUDA graph;
 * the data order: a pure function of (seed, epoch) (``training.epoch_order``), so a resumed run rebuilds it;
 * the global batch: an optimizer step consumes ``gradient_accumulation_steps`` micro-batches of ``batch_size`` rows
   whatever the number of processes N; each process takes a contiguous 1/N of every micro-batch and scales its mean
@@ -49,6 +53,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
+from spurious.core import compiled
 from spurious.core.io import fsync_dir, fsync_tree, read_json, write_json
 from spurious.core.training import (
     CHECKPOINT_PREFIX,
@@ -61,10 +66,17 @@ from spurious.core.training import (
     latest_checkpoint,
     param_groups,
     pick_device,
+    rng_states,
+    set_rng_states,
     use_bf16,
 )
 
-LossFn = Callable[[torch.nn.Module, "torch.nn.Module | None", np.ndarray, torch.device], tuple[torch.Tensor, dict]]
+BatchFn = Callable[[np.ndarray, torch.device], Mapping[str, torch.Tensor]]
+LossFn = Callable[
+    [torch.nn.Module, "torch.nn.Module | None", Mapping[str, torch.Tensor]],
+    tuple[torch.Tensor, Mapping[str, torch.Tensor]],
+]
+WidthFn = Callable[[np.ndarray], int]
 LogFn = Callable[[str], None]
 BEST_WEIGHTS_FILE = "best_model.pt"
 STATE_FILE = "state.json"
@@ -120,19 +132,56 @@ class TrainResult:
     processes: int
     is_main: bool
     train_wall_time_s: float
+    # the compile setting's outcome in this segment (CompileRecord as a dict)
+    compile: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class CompileRecord:
+    """What the ``compile`` setting did in a training segment (``training_state.json``'s ``compile``): whether the
+    step was compiled and why, the batch shapes compiled (``[rows, width]``; a packed batch's width is its row's length) and how many passes each serves, the
+    seconds spent compiling and warming them and capturing the optimizer step (CUDA), and dynamo's graph breaks
+    (none when the whole loss is one graph per shape)."""
+
+    enabled: bool
+    reason: str
+    backend: str | None = None
+    shapes: list[list[int]] = field(default_factory=list)
+    passes: list[int] = field(default_factory=list)
+    eager_passes: int = 0
+    compile_s: float | None = None
+    capture_s: float | None = None
+    graph_breaks: int | None = None
 
 
 class _LossModule(torch.nn.Module):
     """The model and the training objective as one module, so DDP synchronises the gradients of both and Accelerate
-    saves both; ``forward(rows)`` is the caller's loss on those training rows."""
+    saves both; ``forward(rows)`` is the caller's loss on those training rows: ``batch_fn`` on the host, then
+    ``loss_fn``, compiled for the shapes in ``compiled_shapes`` once ``compile`` sets them."""
 
-    def __init__(self, model: torch.nn.Module, objective: torch.nn.Module | None, loss_fn: LossFn) -> None:
+    def __init__(
+        self,
+        model: torch.nn.Module,
+        objective: torch.nn.Module | None,
+        loss_fn: LossFn,
+        batch_fn: BatchFn,
+        shape_of: Callable[[np.ndarray], compiled.Shape],
+    ) -> None:
         super().__init__()
         self.model, self.objective = model, objective
-        self.loss_fn = loss_fn
+        self.loss_fn, self.batch_fn, self.shape_of = loss_fn, batch_fn, shape_of
+        self.compiled_loss: Callable[..., Any] | None = None
+        self.compiled_shapes: frozenset[compiled.Shape] = frozenset()
 
-    def forward(self, rows: np.ndarray) -> tuple[torch.Tensor, dict[str, float]]:
-        return self.loss_fn(self.model, self.objective, rows, next(self.model.parameters()).device)
+    def use_compiled(self, shapes: Any, device: torch.device) -> None:
+        self.compiled_loss = compiled.compile_function(self.loss_fn, device, len(shapes))
+        self.compiled_shapes = frozenset(shapes)
+
+    def forward(self, rows: np.ndarray) -> tuple[torch.Tensor, Mapping[str, torch.Tensor]]:
+        batch = self.batch_fn(rows, next(self.model.parameters()).device)
+        if self.compiled_loss is not None and self.shape_of(rows) in self.compiled_shapes:
+            return compiled.run_compiled(self.compiled_loss, self.model, self.objective, batch)
+        return self.loss_fn(self.model, self.objective, batch)
 
 
 def world() -> tuple[int, int]:
@@ -188,6 +237,8 @@ def train(
     lengths: np.ndarray,
     settings: Mapping[str, Any],
     *,
+    batch_fn: BatchFn,
+    batch_width: WidthFn,
     checkpoint_dir: str | os.PathLike,
     fingerprint: str,
     emit: LogFn,
@@ -196,11 +247,17 @@ def train(
     keep_best: bool = True,
     unit: str = "examples",
 ) -> TrainResult:
-    """Train ``model`` (and ``objective``'s parameters) on the rows ``0..len(lengths)-1`` with ``loss_fn``.
+    """Train ``model`` (and ``objective``'s parameters) on the rows ``0..len(lengths)-1`` (of ``lengths`` tokens).
+
+    A micro-batch of rows is ``batch_fn(rows, device)`` (host: collate, move to the device) and its loss
+    ``loss_fn(model, objective, batch)`` (device only: no value read on the host; logged values as 0-d tensors).
+    ``batch_width(row_lengths)`` is the sequence length of the batch of rows of those lengths (``batch_fn``'s rule: the
+    padded width, or a packed row's length, ``spurious.core.packing.row_length``), from which the ``compile`` setting
+    learns the batch shapes ``(rows, sequence length)`` of the run (``spurious.core.compiled``).
 
     ``settings``: learning_rate, batch_size, gradient_accumulation_steps, epochs, max_steps, warmup_ratio,
-    weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16 (see the QA and
-    classification defaults). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
+    weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16, compile (see the
+    QA and classification defaults). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
     (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are loaded
     into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
     """
@@ -217,7 +274,11 @@ def train(
     batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
     micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
     optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
-    module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn), optimizer)
+
+    def shape_of(rows: np.ndarray) -> compiled.Shape:
+        return len(rows), batch_width(lengths[rows])
+
+    module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn, batch_fn, shape_of), optimizer)
     # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
     # checkpointing (Accelerate would pickle it): the checkpoints record its step (_save_checkpoint)
 
@@ -226,6 +287,9 @@ def train(
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
         emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
+    record, update = _compile_step(
+        accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps, device, emit
+    )
 
     segment_start = time.perf_counter()
 
@@ -289,6 +353,7 @@ def train(
                     rank=rank,
                     processes=processes,
                     device=device,
+                    update=update,
                 )
                 state.step += 1
                 state.batch_in_epoch += len(micro_batches)
@@ -327,6 +392,7 @@ def train(
         processes=processes,
         is_main=rank == 0,
         train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
+        compile=asdict(record) | ({"capture_s": update.capture_s} if update is not None else {}),
     )
 
 
@@ -347,8 +413,8 @@ def run_summary(
     run: TrainResult, model_name_or_path: str | os.PathLike, settings: Mapping[str, Any], started: float
 ) -> dict[str, Any]:
     """The part of a training summary (``training_state.json``) that every user of the engine records: model, steps,
-    losses, resumption, device, precision, processes, threads, times (``started``: ``time.perf_counter()`` at the
-    start of the training function), settings and library versions."""
+    losses, resumption, device, precision, processes, threads, what ``compile`` did, times (``started``:
+    ``time.perf_counter()`` at the start of the training function), settings and library versions."""
     import transformers
 
     from spurious.core.models import resolve_model
@@ -369,6 +435,7 @@ def run_summary(
         "threads": torch.get_num_threads(),
         "wall_time_s": time.perf_counter() - started,
         "train_wall_time_s": run.train_wall_time_s,
+        "compile": run.compile,
         "settings": dict(settings),
         "versions": {"torch": torch.__version__, "transformers": transformers.__version__},
     }
@@ -419,22 +486,33 @@ class _ProgressLog:
 
 @dataclass
 class _StepTerms:
-    """One optimizer step's loss and logged values as (value, weight) terms, the values still where the model put
-    them (on the GPU): reading one (``float``) waits for the device, so the training loop reads them only every
-    ``log_every`` steps, before an evaluation or a checkpoint and at the end (``value``), not after each step."""
+    """One optimizer step's loss and logged values, per micro-batch one tensor ``[loss, *values]`` (in the order of
+    ``keys``) and its weight, still where the model put them (on the GPU): reading one waits for the device, so the
+    training loop reads them only every ``log_every`` steps, before an evaluation or a checkpoint and at the end
+    (``value``), not after each step. The tensor is a copy, so a compiled step's next replay cannot overwrite it."""
 
-    loss: list[tuple[Any, float]] = field(default_factory=list)
-    info: dict[str, list[tuple[Any, float]]] = field(default_factory=dict)
+    keys: tuple[str, ...] = ()
+    parts: list[tuple[Any, float]] = field(default_factory=list)
 
-    @staticmethod
-    def _sum(terms: list[tuple[Any, float]]) -> float:
-        total = 0.0  # the same float arithmetic, in the same order, as summing each micro-batch's value at once
-        for value, weight in terms:
-            total += float(value) * weight
-        return total
+    def add(self, loss: torch.Tensor, info: Mapping[str, Any], weight: float) -> None:
+        not_tensors = sorted(k for k, v in info.items() if not isinstance(v, torch.Tensor))
+        if not_tensors:
+            raise TypeError(
+                f"the loss function logs {not_tensors} as plain numbers: return 0-d tensors (reading a value on the "
+                "host waits for the device; the training loop reads them when it logs)"
+            )
+        keys = tuple(info)
+        if self.parts and keys != self.keys:
+            raise ValueError(f"the loss function logs {list(keys)} in one micro-batch and {list(self.keys)} in another")
+        self.keys = keys
+        self.parts.append((torch.stack([v.detach().float() for v in (loss, *info.values())]), weight))
 
     def value(self) -> tuple[float, dict[str, float]]:
-        return self._sum(self.loss), {k: self._sum(v) for k, v in self.info.items()}
+        totals = [0.0] * (len(self.keys) + 1)  # the same float arithmetic, in the same order, as summing each value
+        for values, weight in self.parts:
+            for i, value in enumerate(values.tolist() if isinstance(values, torch.Tensor) else values):
+                totals[i] += value * weight
+        return totals[0], dict(zip(self.keys, totals[1:], strict=True))
 
 
 def _accumulate(
@@ -450,11 +528,8 @@ def _accumulate(
         sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
         with sync:
             loss, info = module(rows)
+            terms.add(loss, info, share / processes / group)
             accelerator.backward(loss * share / group if share != 1.0 else loss / group)
-        part = share / processes / group
-        terms.loss.append((loss.detach(), part))
-        for k, v in info.items():
-            terms.info.setdefault(k, []).append((v.detach() if isinstance(v, torch.Tensor) else v, part))
     return terms
 
 
@@ -488,24 +563,183 @@ def _optimizer_step(
     rank: int,
     processes: int,
     device: torch.device,
+    update: _Update | None = None,
 ) -> tuple[_StepTerms, float]:
     """One optimizer step over its micro-batches: the accumulated gradients (clipped to ``max_grad_norm`` unless 0),
-    the update, the schedule's step. Returns the step's mean loss and logged values and the learning rate the update
-    used. With one process they stay unread on the device (``_StepTerms``); with several they are summed over the
-    processes now (an all-reduce, which waits for the device anyway)."""
+    the update (``update``'s in a compiled run), the schedule's step. Returns the step's mean loss and logged values
+    and the learning rate the update used. With one process they stay unread on the device (``_StepTerms``); with
+    several they are summed over the processes now (an all-reduce, which waits for the device anyway)."""
     terms = _accumulate(accelerator, module, micro_batches, rank, processes)
     if processes > 1:
         step_loss, step_info = terms.value()
-        keys = sorted(step_info)
-        totals = _sum_over_processes([step_loss, *(step_info[k] for k in keys)], processes, device)
-        terms = _StepTerms([(totals[0], 1.0)], {k: [(v, 1.0)] for k, v in zip(keys, totals[1:], strict=True)})
+        totals = _sum_over_processes([step_loss, *step_info.values()], processes, device)
+        terms = _StepTerms(tuple(step_info), [(totals, 1.0)])
     lr = scheduler.get_last_lr()[0]
-    if max_grad_norm:
-        accelerator.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], max_grad_norm)
-    optimizer.step()
+    if update is not None:
+        update(lr)
+    else:
+        if max_grad_norm:
+            accelerator.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], max_grad_norm)
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
     scheduler.step()
-    optimizer.zero_grad(set_to_none=True)
     return terms, lr
+
+
+class _Update:
+    """The optimizer step of a compiled run: gradient clipping, AdamW and zeroing the gradients, with the learning
+    rate held in a device tensor (``lr``, filled before each step: a host write that waits for nothing).
+
+    The gradients are kept allocated (zeroed, never freed), so that every step finds them at the same addresses. On
+    CUDA the first call runs eagerly (it creates AdamW's state); the second captures the three as one CUDA graph
+    (AdamW ``capturable``, its fused kernel reading the learning rate from ``lr``) and replays it; every later call
+    replays it. The same updates as the eager step (the fused kernel ignores ``capturable``; the learning rate is the
+    same float32 value the kernel computes with), so checkpoints of either resume with the other. Outside the calls
+    the optimizer's learning rates stay the schedule's floats (its state and the checkpoints are unchanged)."""
+
+    def __init__(
+        self,
+        optimizer: torch.optim.Optimizer,
+        params: list[torch.Tensor],
+        max_grad_norm: float,
+        device: torch.device,
+        emit: LogFn = lambda message: None,
+    ) -> None:
+        self.optimizer, self.params, self.max_grad_norm, self.emit = optimizer, params, max_grad_norm, emit
+        self.lr = torch.zeros((), dtype=torch.float32, device=device)
+        self.capture = device.type == "cuda"
+        if self.capture:
+            for group in optimizer.param_groups:
+                group["capturable"] = True
+        self.graph: Any = None
+        self.calls = 0
+        self.capture_s: float | None = None
+
+    def _step(self) -> None:
+        if self.max_grad_norm:
+            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+        self.optimizer.step()
+        self.optimizer.zero_grad(set_to_none=False)
+
+    def __call__(self, lr: float) -> None:
+        self.lr.fill_(lr)
+        if self.graph is not None:
+            self.graph.replay()
+            return
+        groups = self.optimizer.param_groups
+        floats = [group["lr"] for group in groups]
+        for group in groups:
+            group["lr"] = self.lr
+        try:
+            if self.capture and self.calls > 0:
+                t0 = time.perf_counter()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    self._step()
+                graph.replay()
+                self.graph, self.capture_s = graph, time.perf_counter() - t0
+                self.emit(f"captured the optimizer step as one CUDA graph in {self.capture_s:.2f}s")
+            else:
+                self._step()
+        finally:
+            for group, value in zip(groups, floats, strict=True):
+                group["lr"] = value
+        self.calls += 1
+
+
+def _run_shapes(
+    lengths: np.ndarray,
+    settings: Mapping[str, Any],
+    shape_of: Callable[[np.ndarray], compiled.Shape],
+    state: TrainState,
+    total_steps: int,
+    rank: int,
+    processes: int,
+) -> dict[compiled.Shape, list[Any]]:
+    """The shape of this process's share of every micro-batch the run meets from ``state`` on (the data order is a
+    pure function of the seed and the epoch): ``{shape: [passes, rows of its first micro-batch]}``."""
+    batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
+    micro_per_epoch = math.ceil(len(lengths) / batch_size)
+    shapes: dict[compiled.Shape, list[Any]] = {}
+    step, epoch, first = state.step, state.epoch, state.batch_in_epoch
+    while step < total_steps:
+        order = _epoch_order(lengths, settings, epoch)
+        steps = min(math.ceil((micro_per_epoch - first) / accum), total_steps - step)
+        for m in range(first, min(micro_per_epoch, first + steps * accum)):
+            rows, _ = _split(order[m * batch_size : (m + 1) * batch_size], rank, processes)
+            shapes.setdefault(shape_of(rows), [0, rows])[0] += 1
+        step, epoch, first = step + steps, epoch + 1, 0
+    return shapes
+
+
+def _compile_step(
+    accelerator: Any,
+    module: torch.nn.Module,
+    optimizer: Any,
+    settings: Mapping[str, Any],
+    lengths: np.ndarray,
+    shape_of: Callable[[np.ndarray], compiled.Shape],
+    state: TrainState,
+    total_steps: int,
+    device: torch.device,
+    emit: LogFn,
+) -> tuple[CompileRecord, _Update | None]:
+    """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
+    compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
+    run eagerly), every one warmed once now, and the optimizer step handed to an ``_Update``."""
+    setting = compiled.check_setting(settings.get("compile", "off"))
+    if setting == "off":
+        return CompileRecord(False, "compile: off"), None
+    rank, processes = world()
+    shapes = _run_shapes(lengths, settings, shape_of, state, total_steps, rank, processes)
+    decision = compiled.decide(setting, device, {shape: n for shape, (n, _) in shapes.items()})
+    chosen = {shape: shapes[shape] for shape in decision.shapes}
+    record = CompileRecord(
+        decision.enabled,
+        decision.reason,
+        backend=compiled.backend() if decision.enabled else None,
+        shapes=[list(shape) for shape in chosen],
+        passes=[n for n, _ in chosen.values()],
+        eager_passes=sum(n for shape, (n, _) in shapes.items() if shape not in chosen),
+    )
+    if not decision.enabled:
+        emit(f"{decision.reason}: the training steps run eagerly")
+        return record, None
+    inner = accelerator.unwrap_model(module)
+    params = [p for p in inner.parameters() if p.requires_grad]
+    for p in params:  # kept allocated from now on (``_Update``)
+        p.grad = torch.zeros_like(p) if p.grad is None else p.grad.zero_()
+    # dynamo keeps what it compiled per code object, guarded on the model: a process that trains several models
+    # (tests, the scale search) would count the previous runs' graphs against the recompile limit
+    torch._dynamo.reset()
+    # the loss is compiled outside DDP (the warm-up below) and called inside it: no graph split at DDP's buckets
+    # (dynamo's DDPOptimizer), so both see the same graph; the gradients are all-reduced after the backward graph
+    torch._dynamo.config.optimize_ddp = False
+    breaks = compiled.graph_breaks()
+    inner.use_compiled(chosen, device)
+    t0 = time.perf_counter()
+    rng = rng_states()  # the warm-up's dropout must not move the training's random streams (a resumed run warms too)
+    try:
+        with torch.no_grad():  # one eager pass first: models set themselves up at their first call (transformers
+            # installs its output-capturing hooks under a lock, which dynamo cannot trace)
+            inner.loss_fn(inner.model, inner.objective, inner.batch_fn(next(iter(chosen.values()))[1], device))
+        for _, rows in chosen.values():
+            loss, _ = inner(rows)  # outside DDP: no collective, whatever the shapes of the other processes
+            loss.backward()
+    finally:
+        set_rng_states(rng)
+    for p in params:
+        p.grad.zero_()
+    if device.type == "cuda":
+        torch.cuda.synchronize(device)
+    record.compile_s, record.graph_breaks = time.perf_counter() - t0, compiled.graph_breaks() - breaks
+    widths = ", ".join(f"{n}x{w}" for n, w in chosen)
+    emit(
+        f"{decision.reason} (rows x width: {widths}), compiled and warmed in {record.compile_s:.1f}s with "
+        f"{compiled.backend()}; {record.graph_breaks} graph breaks"
+    )
+    inner_optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's wrapper holds torch's
+    return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device, emit)
 
 
 # devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default

@@ -144,3 +144,32 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
             ", ".join(other[:5]),
         )
     return model
+
+
+# Model types whose encoders take a prepared 4D attention mask as it is (transformers' ``create_bidirectional_mask``
+# returns a 4D mask unchanged) and give the same logits as with the 2D padding mask, for both the ``sdpa`` and the
+# ``eager`` attention (checked bit for bit in tests/core/test_models.py).
+FOUR_D_MASK_MODEL_TYPES = frozenset({"bert", "roberta", "electra", "distilbert", "xlm-roberta", "albert"})
+
+
+def model_attention_mask(model: Any, attention_mask: Any) -> Any:
+    """The attention mask to hand ``model`` for a 2D padding mask ``[B, W]`` (1 = token, 0 = padding), built so that
+    no model code reads it on the host.
+
+    Given the 2D mask, transformers' SDPA path asks whether the batch has padding at all (``padding_mask.all()`` in
+    ``masking_utils``), which waits for the GPU in every forward pass. For the model types of
+    ``FOUR_D_MASK_MODEL_TYPES`` the mask is therefore passed prepared, ``[B, 1, 1, W]``: boolean (True = attend) for
+    ``sdpa``, additive (0 or the dtype's minimum) for ``eager``, which those models use as they are. Other models
+    (other types, other attention implementations, models without a transformers config) get the 2D mask."""
+    import torch
+
+    config = getattr(model, "config", None)
+    implementation = getattr(config, "_attn_implementation", None)
+    if getattr(config, "model_type", None) not in FOUR_D_MASK_MODEL_TYPES or attention_mask.dim() != 2:
+        return attention_mask
+    if implementation == "sdpa":
+        return attention_mask[:, None, None, :].bool()
+    if implementation == "eager":
+        dtype = model.dtype
+        return (1.0 - attention_mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
+    return attention_mask

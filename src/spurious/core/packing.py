@@ -89,6 +89,13 @@ def bucket_size(windows: int, width: int) -> int:
     return bucket
 
 
+def row_length(lengths: np.ndarray, width: int) -> int:
+    """The length ``T`` of the packed row of windows of ``lengths`` tokens in a ``[len(lengths), width]`` layout
+    (:func:`pack`'s rule): with the number of windows, the shape of a packed batch (its ``cu_seq_lens`` holds
+    ``len(lengths) + 1 + tail_segments`` entries, fixed by the two), from which a compiled run learns its shapes."""
+    return packed_length(int(np.sum(lengths)), bucket_size(len(lengths), width), width)
+
+
 # ---------------------------------------------------------------------------------------------------------------------
 # Batches
 
@@ -102,7 +109,7 @@ def pack(batch: Mapping[str, torch.Tensor], *, position_offset: int, pad_token_i
     ``position_offset``), ``cu_seq_lens`` (int32: the start of every window, then of the tail segments, then T) and
     ``packed_index`` ``[B, W]`` (the row position of each window token; 0 outside the windows), and keeps every other
     entry (``attention_mask`` marks the windows in the ``[B, W]`` layout the losses read). ``T`` is
-    :func:`packed_length`; the padding after the windows is cut into :func:`tail_segments` segments of pad tokens that
+    :func:`row_length`; the padding after the windows is cut into :func:`tail_segments` segments of pad tokens that
     attend only to themselves.
     """
     mask = batch["attention_mask"].numpy().astype(bool)
@@ -111,9 +118,9 @@ def pack(batch: Mapping[str, torch.Tensor], *, position_offset: int, pad_token_i
     if (lengths == 0).any():
         raise ValueError("pack: a window without tokens")
     n_tokens = int(lengths.sum())
-    bucket = bucket_size(n_windows, width)
-    total = packed_length(n_tokens, bucket, width)
-    tail = np.array([len(s) for s in np.array_split(np.arange(total - n_tokens), tail_segments(bucket, width))])
+    total = row_length(lengths, width)
+    tail_count = tail_segments(bucket_size(n_windows, width), width)
+    tail = np.array([len(s) for s in np.array_split(np.arange(total - n_tokens), tail_count)])
     segments = np.concatenate([lengths, tail])
     cu = np.concatenate([[0], np.cumsum(segments)])
     positions = np.arange(total) - np.repeat(cu[:-1], segments) + position_offset
@@ -137,50 +144,51 @@ def is_packed(batch: Mapping[str, Any]) -> bool:
     return "cu_seq_lens" in batch
 
 
-def model_inputs(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, Any]:
-    """The keyword arguments of a transformers model for a packed batch: the row, its position ids and token types,
-    and the window boundaries that the registered attention reads (``max_length_*`` is the layout's width, at least
-    every window's length: a Python number, so building it waits for nothing on the device)."""
-    cu = batch["cu_seq_lens"].to(device, non_blocking=True)
+def model_inputs(batch: Mapping[str, torch.Tensor]) -> dict[str, Any]:
+    """The keyword arguments of a transformers model for a packed batch on the model's device: the row, its position
+    ids and token types, and the window boundaries that the registered attention reads (``max_length_*`` is the
+    layout's width, at least every window's length: a Python number, so building it waits for nothing on the device,
+    and a compiled step sees a constant)."""
+    cu = batch["cu_seq_lens"]
     width = int(batch["packed_index"].shape[1])
     inputs = {
-        "input_ids": batch["packed_input_ids"].to(device, non_blocking=True),
-        "position_ids": batch["packed_position_ids"].to(device, non_blocking=True),
+        "input_ids": batch["packed_input_ids"],
+        "position_ids": batch["packed_position_ids"],
         "cu_seq_lens_q": cu,
         "cu_seq_lens_k": cu,
         "max_length_q": width,
         "max_length_k": width,
     }
     if "packed_token_type_ids" in batch:
-        inputs["token_type_ids"] = batch["packed_token_type_ids"].to(device, non_blocking=True)
+        inputs["token_type_ids"] = batch["packed_token_type_ids"]
     return inputs
 
 
 def unpack(values: torch.Tensor, batch: Mapping[str, torch.Tensor], fill: float) -> torch.Tensor:
     """Outputs of the packed row ``[1, T, ...]`` in the batch's ``[B, W, ...]`` layout, ``fill`` outside the windows
-    (a gather by ``packed_index``: no host sync, and gradients flow back to the window tokens only)."""
-    index = batch["packed_index"].to(values.device, non_blocking=True)
-    inside = batch["attention_mask"].to(values.device, non_blocking=True).bool()
-    gathered = values[0][index]
+    (a gather by ``packed_index``, the batch on the device of ``values``: no host sync, and gradients flow back to the
+    window tokens only)."""
+    inside = batch["attention_mask"].bool()
+    gathered = values[0][batch["packed_index"]]
     return gathered.masked_fill(~inside.reshape(*inside.shape, *([1] * (gathered.dim() - 2))), fill)
 
 
-def window_starts(batch: Mapping[str, torch.Tensor], device: torch.device) -> torch.Tensor:
+def window_starts(batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The row position of every window's first token, ``[B]``."""
     n_windows = batch["attention_mask"].shape[0]
-    return batch["cu_seq_lens"][:n_windows].to(device, non_blocking=True).long()
+    return batch["cu_seq_lens"][:n_windows].long()
 
 
-def sequence_classification_logits(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device) -> torch.Tensor:
-    """The logits ``[B, n_labels]`` of a BERT/RoBERTa/ELECTRA sequence classifier on a packed batch.
+def sequence_classification_logits(model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """The logits ``[B, n_labels]`` of a BERT/RoBERTa/ELECTRA sequence classifier on a packed batch on its device.
 
     The encoder runs on the packed row; every window's first token ([CLS], ``<s>``) is then handed to the head as a
     sequence of one token, since each family's head reads position 0: BERT through its pooler, dropout and
     classifier, RoBERTa and ELECTRA through their classification heads.
     """
     base = model.base_model
-    hidden = base(**model_inputs(batch, device)).last_hidden_state
-    first = hidden[0].index_select(0, window_starts(batch, hidden.device))[:, None]
+    hidden = base(**model_inputs(batch)).last_hidden_state
+    first = hidden[0].index_select(0, window_starts(batch))[:, None]
     if model.config.model_type == "bert":
         return model.classifier(model.dropout(base.pooler(first)))
     return model.classifier(first)

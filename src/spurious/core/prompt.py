@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import load_config, quiet_transformers, resolve_model
+from spurious.core.models import load_config, model_attention_mask, quiet_transformers, resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -323,7 +323,9 @@ class PromptClassifier(torch.nn.Module):
         extra = {"token_type_ids": token_type_ids} if token_type_ids is not None else {}
         self._at, self._shape, self._gathered = at, tuple(input_ids.shape), False
         try:
-            logits = self.mlm(input_ids=input_ids, attention_mask=attention_mask, **extra, **packed).logits
+            # no model code reads the mask on the host (packed rows have none: cu_seq_lens bound the texts)
+            mask = None if attention_mask is None else model_attention_mask(self.mlm, attention_mask)
+            logits = self.mlm(input_ids=input_ids, attention_mask=mask, **extra, **packed).logits
         finally:
             self._at, self._shape = None, None
         at_mask = logits[:, 0] if self._gathered else logits.flatten(0, 1)[at.to(logits.device)]

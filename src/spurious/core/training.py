@@ -93,6 +93,14 @@ def padded_width(longest: int, multiple: int = 1, cap: int | None = None) -> int
     return width
 
 
+def to_device(batch: Mapping[str, torch.Tensor], device: torch.device) -> dict[str, torch.Tensor]:
+    """A host batch on ``device`` without making the host wait: on CUDA each tensor is copied into pinned memory and
+    from there asynchronously (a copy from ordinary, pageable memory may wait for the GPU's queued work first)."""
+    if device.type != "cuda":
+        return {k: v.to(device) for k, v in batch.items()}
+    return {k: v.pin_memory().to(device, non_blocking=True) for k, v in batch.items()}
+
+
 def seed_everything(seed: int) -> None:
     """Seed python, numpy and torch (all devices): the fresh QA head and dropout draw from torch's RNG."""
     random.seed(seed)

@@ -61,6 +61,16 @@ class QAFeatures:
         """The sequence id of the question: ``featurize`` puts it first with right padding, second with left."""
         return 0 if self.pad_on_right else 1
 
+    def batch_width(
+        self, lengths: np.ndarray, pad_to: int | None = None, multiple: int = 1, packed: bool = False
+    ) -> int:
+        """The sequence length of a collated batch of windows of ``lengths`` tokens (``collate``'s rule): its padded
+        width, or with ``packed`` the length of its packed row (``spurious.core.packing.row_length``, the windows in a
+        layout ``max_length`` wide)."""
+        if packed:
+            return packing.row_length(lengths, self.batch_width(lengths, pad_to=self.max_length))
+        return padded_width(max(int(np.max(lengths)), pad_to or 0), multiple, self.max_length)
+
     def collate(
         self,
         indices: Sequence[int] | np.ndarray,
@@ -85,7 +95,7 @@ class QAFeatures:
             batch = self.collate(indices, pad_to=self.max_length)
             return packing.pack(batch, position_offset=packed_offset, pad_token_id=self.pad_token_id)
         rows = [self.input_ids[i] for i in indices]
-        width = padded_width(max(max(len(r) for r in rows), pad_to or 0), multiple, self.max_length)
+        width = self.batch_width(np.array([len(r) for r in rows]), pad_to, multiple)
         n = len(rows)
         input_ids = np.full((n, width), self.pad_token_id, dtype=np.int64)
         attention = np.zeros((n, width), dtype=np.int64)

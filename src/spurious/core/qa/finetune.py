@@ -50,12 +50,12 @@ from spurious.core.qa.settings import (
     resolve_settings,
 )
 from spurious.core.training import (
-    autocast,
     pad_multiple,
     rng_states,
     save_model_dir,
     seed_everything,
     set_rng_states,
+    to_device,
     use_bf16,
 )
 
@@ -157,10 +157,13 @@ def _build_objective(
     if objective_factory is None:
         return None
     objective = objective_factory(features)
-    if not isinstance(objective, torch.nn.Module) or not hasattr(objective, "needs_hidden_states"):
+    if not isinstance(objective, torch.nn.Module) or not all(
+        hasattr(objective, name) for name in ("needs_hidden_states", "batch_inputs")
+    ):
         raise TypeError(
-            "train_qa: objective_factory must return a torch.nn.Module with a needs_hidden_states attribute and "
-            f"forward(start_logits, end_logits, hidden_states, batch, feature_index); got {type(objective).__name__}"
+            "train_qa: objective_factory must return a torch.nn.Module with a needs_hidden_states attribute, "
+            "batch_inputs(feature_index, batch) and forward(start_logits, end_logits, hidden_states, batch); got "
+            f"{type(objective).__name__}"
         )
     objective.to(device)
     objective.train()
@@ -168,26 +171,19 @@ def _build_objective(
 
 
 def _objective_loss(
-    objective: torch.nn.Module,
-    model: Any,
-    batch: Mapping[str, torch.Tensor],
-    feature_index: np.ndarray,
-    device: torch.device,
-    bf16: bool,
-) -> tuple[torch.Tensor, dict[str, float]]:
-    """The objective's training loss on one micro-batch (all batch tensors moved to the device first).
+    objective: torch.nn.Module, model: Any, batch: Mapping[str, torch.Tensor]
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """The objective's training loss on one micro-batch on the device (its ``batch_inputs`` included).
 
-    The objective runs under the model's autocast, so its own layers see the dtype the model's head sees; it should
-    compute log-softmaxes and cross-entropies in float32 (autocast does that for the torch functions).
+    The objective runs under the model's autocast (the engine's), so its own layers see the dtype the model's head
+    sees; it should compute log-softmaxes and cross-entropies in float32 (autocast does that for the torch functions).
     """
-    on_device = {k: v.to(device, non_blocking=True) for k, v in batch.items()}
-    start, end, hidden = _model_outputs(model, on_device, device, bf16, hidden=bool(objective.needs_hidden_states))
-    with autocast(device, bf16):
-        loss, info = objective(start, end, hidden, on_device, feature_index)
+    start, end, hidden = _model_outputs(model, batch, hidden=bool(objective.needs_hidden_states))
+    loss, info = objective(start, end, hidden, batch)
     clash = sorted(_TRAIN_ROW_KEYS & set(info))
     if clash:
         raise ValueError(f"the training objective logs {clash}, which are reserved for the training-loss rows")
-    return loss, {k: float(v.detach()) if isinstance(v, torch.Tensor) else float(v) for k, v in info.items()}
+    return loss, {k: v.detach() for k, v in info.items()}
 
 
 def _plain_value(v: Any) -> Any:
@@ -309,14 +305,17 @@ def train_qa(
     Options for debiasing and bias models (none of them changes a run that does not use them):
 
     * ``objective_factory(train_features) -> module`` replaces ``qa_loss`` in *training* steps by the module's
-      ``forward(start_logits, end_logits, hidden_states, batch, feature_index) -> (loss, {name: float})``. It is
-      called once; the module's ``needs_hidden_states`` asks for the last hidden state ``[B, W, H]``;
-      ``feature_index`` holds the rows of ``train_features`` in the micro-batch (the index of per-feature logits,
-      ``spurious.core.logits``); ``batch`` holds the model inputs, labels and the ``context_mask``/``question_mask``/
-      ``cls_mask`` of ``QAFeatures.collate``, on the device. Its parameters are trained with the model (same weight
-      decay rules, same gradient clipping), its state is checkpointed, and its logged values go to the progress line
-      and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference validates
-      without bias or teacher terms (reference-notes §C.2), and the losses stay comparable across methods.
+      ``forward(start_logits, end_logits, hidden_states, batch) -> (loss, {name: 0-d tensor})`` on the device. It
+      is called once; the module's ``needs_hidden_states`` asks for the last hidden state ``[B, W, H]``; its
+      ``batch_inputs(feature_index, batch) -> {name: tensor}`` runs on the host for each micro-batch before it moves
+      to the device (``feature_index``: the rows of ``train_features`` in the micro-batch, the index of per-feature
+      logits, ``spurious.core.logits``; ``batch``: the host tensors of ``QAFeatures.collate``, model inputs, labels
+      and the ``context_mask``/``question_mask``/``cls_mask``), and what it returns joins ``batch``. ``forward``
+      must not read values on the host (checks belong in ``batch_inputs``): a step then never waits for the GPU,
+      and a compiled run (the ``compile`` setting) compiles it with the model. Its parameters are trained with the
+      model (same weight decay rules, same gradient clipping), its state is checkpointed, and its logged values go to
+      the progress line and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference
+      validates without bias or teacher terms (reference-notes §C.2), and the losses stay comparable across methods.
       The objective must be identified for the run fingerprint: by the factory's ``fingerprint`` attribute or by
       ``objective_id`` (both go into the fingerprint and the summary).
     * ``selection(model, tokenizer) -> (score, info)`` (higher is better), evaluated at every evaluation point; the
@@ -378,15 +377,21 @@ def train_qa(
 
     offset = packing.position_offset(model)
 
-    def loss_fn(
-        model: Any, objective: torch.nn.Module | None, rows: np.ndarray, device: torch.device
-    ) -> tuple[torch.Tensor, dict[str, float]]:
+    def batch_fn(rows: np.ndarray, device: torch.device) -> dict[str, torch.Tensor]:
         batch = train_features.collate(rows, pad_to=pad_to, multiple=multiple, packed_offset=offset)
+        if objective is not None:
+            batch.update(objective.batch_inputs(rows, batch))
+        return to_device(batch, device)
+
+    def loss_fn(
+        model: Any, objective: torch.nn.Module | None, batch: Mapping[str, torch.Tensor]
+    ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
         # bf16 autocast comes from the engine (Accelerate wraps the whole loss computation)
         if objective is None:
-            return _plain_loss(model, batch, device, False), {}
-        return _objective_loss(objective, model, batch, rows, device, False)
+            return _plain_loss(model, batch), {}
+        return _objective_loss(objective, model, batch)
 
+    _, steps_per_epoch, total_steps = step_counts(len(train_features), s)
     evaluation = _QAEvaluation(
         model=model,
         tokenizer=tokenizer,
@@ -399,8 +404,9 @@ def train_qa(
         bf16=bf16,
         emit=emit,
         multiple=multiple,
+        compile=s["compile"],
+        evaluations=total_steps // int(s["eval_every"] or total_steps) + 1,
     )
-    _, steps_per_epoch, total_steps = step_counts(len(train_features), s)
     emit(
         f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}"
         f"{f' over {world()[1]} processes' if world()[1] > 1 else ''}: {len(train_frame)} questions -> "
@@ -413,6 +419,8 @@ def train_qa(
         loss_fn,
         train_features.lengths,
         s,
+        batch_fn=batch_fn,
+        batch_width=lambda lengths: train_features.batch_width(lengths, pad_to, multiple, offset is not None),
         checkpoint_dir=checkpoint_dir,
         fingerprint=fingerprint,
         emit=emit,
@@ -477,6 +485,8 @@ class _QAEvaluation:
     bf16: bool
     emit: LogFn
     multiple: int = 1
+    compile: str = "off"  # the setting, for the validation batches of ``evaluations`` evaluations
+    evaluations: int = 1
 
     def due(self, state: TrainState, total_steps: int) -> bool:
         return state.step >= total_steps or (self.eval_every > 0 and state.step % self.eval_every == 0)
@@ -487,7 +497,7 @@ class _QAEvaluation:
         def loss_on(features: QAFeatures) -> float:
             return validation_loss(
                 self.model, features, batch_size=self.eval_batch_size, bf16=self.bf16, should_stop=should_stop,
-                multiple=self.multiple,
+                multiple=self.multiple, compile=self.compile, repeats=self.evaluations,
             )
 
         # everything is computed before the record changes: an evaluation abandoned on preemption leaves no trace

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import math
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -14,9 +13,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import packing, registry
+from spurious.core import compiled, packing, registry
 from spurious.core.logits import features_fingerprint, write_feature_logits
-from spurious.core.models import load_qa_model, load_tokenizer, quiet_transformers, resolve_model
+from spurious.core.models import load_qa_model, load_tokenizer, model_attention_mask, quiet_transformers, resolve_model
 from spurious.core.qa.features import (
     QAFeatures,
     featurize,
@@ -34,6 +33,7 @@ from spurious.core.training import (
     autocast,
     pad_multiple,
     pick_device,
+    to_device,
     use_bf16,
 )
 
@@ -57,10 +57,10 @@ def qa_loss(
 _MODEL_INPUT_KEYS = ("input_ids", "attention_mask", "token_type_ids")
 
 
-def _model_outputs(
-    model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool, *, hidden: bool = False
-) -> tuple[Any, Any, Any]:
-    """Start logits, end logits and, with ``hidden``, the last hidden state ``[B, W, H]`` (else None).
+def _model_outputs(model: Any, batch: Mapping[str, torch.Tensor], *, hidden: bool = False) -> tuple[Any, Any, Any]:
+    """Start logits, end logits and, with ``hidden``, the last hidden state ``[B, W, H]`` (else None), of a batch on
+    the model's device (under the caller's autocast). The attention mask goes in as ``model_attention_mask`` makes
+    it, so that no model code waits for the device.
 
     Hidden states are requested only when needed: returning all layers costs memory on long windows. A packed batch
     (``spurious.core.packing``) runs as one row and comes back in the batch's ``[B, W]`` layout, the logits ``-inf``
@@ -68,11 +68,11 @@ def _model_outputs(
     """
     packed = packing.is_packed(batch)
     if packed:
-        inputs = packing.model_inputs(batch, device)
+        inputs = packing.model_inputs(batch)
     else:
-        inputs = {k: batch[k].to(device, non_blocking=True) for k in _MODEL_INPUT_KEYS if k in batch}
-    with autocast(device, bf16):
-        out = model(**inputs, output_hidden_states=True) if hidden else model(**inputs)
+        inputs = {k: batch[k] for k in _MODEL_INPUT_KEYS if k in batch}
+        inputs["attention_mask"] = model_attention_mask(model, inputs["attention_mask"])
+    out = model(**inputs, output_hidden_states=True) if hidden else model(**inputs)
     start, end, states = out.start_logits, out.end_logits, (out.hidden_states[-1] if hidden else None)
     if packed:
         start, end = packing.unpack(start, batch, float("-inf")), packing.unpack(end, batch, float("-inf"))
@@ -80,22 +80,16 @@ def _model_outputs(
     return start, end, states
 
 
-def _forward(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> tuple[Any, Any]:
-    start, end, _ = _model_outputs(model, batch, device, bf16)
+def _forward(model: Any, batch: Mapping[str, torch.Tensor]) -> tuple[Any, Any]:
+    start, end, _ = _model_outputs(model, batch)
     return start, end
 
 
-def _plain_loss(model: Any, batch: Mapping[str, torch.Tensor], device: torch.device, bf16: bool) -> torch.Tensor:
-    """``qa_loss`` of the model on a collated batch: the training loss without an objective, and every validation
-    loss."""
-    start, end = _forward(model, batch, device, bf16)
-    return qa_loss(
-        start,
-        end,
-        batch["start_positions"].to(device),
-        batch["end_positions"].to(device),
-        batch["attention_mask"].to(device),
-    )
+def _plain_loss(model: Any, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
+    """``qa_loss`` of the model on a collated batch on its device: the training loss without an objective, and every
+    validation loss."""
+    start, end = _forward(model, batch)
+    return qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
 
 
 def _model_device(model: Any) -> torch.device:
@@ -111,32 +105,47 @@ def validation_loss(
     bf16: bool = False,
     should_stop: Callable[[], bool] | None = None,
     multiple: int = 1,
+    compile: str = "off",
+    repeats: int = 1,
 ) -> float:
     """Mean QA loss over all labelled windows of ``features`` (windows sorted by length to pad little).
 
     ``should_stop`` is polled between batches so a preemption signal does not wait for a long evaluation; the
-    evaluation is then abandoned (``StopRequested``) and redone after resumption.
+    evaluation is then abandoned (``StopRequested``) and redone after resumption. ``compile``: the setting
+    (``spurious.core.compiled.batched``), for ``repeats`` evaluations of these features.
     """
     if features.start_positions is None:
         raise ValueError("validation_loss needs labelled features (featurize(..., labels=True))")
     device = _model_device(model)
     was_training = model.training
     model.eval()
-    order = np.argsort(features.lengths, kind="stable")
     offset = packing.position_offset(model)
+    batches = _length_batches(features, batch_size, multiple, offset is not None)
+    loss_of = compiled.batched(_plain_loss, compile, device, [shape for _, shape in batches], repeats=repeats)
     total, count = 0.0, 0
     try:
-        for lo in range(0, len(order), batch_size):
+        for idx, shape in batches:
             if should_stop is not None and should_stop():
                 raise StopRequested
-            idx = order[lo : lo + batch_size]
-            batch = features.collate(idx, multiple=multiple, packed_offset=offset)
-            loss = _plain_loss(model, batch, device, bf16)
+            batch = to_device(features.collate(idx, multiple=multiple, packed_offset=offset), device)
+            with autocast(device, bf16):
+                loss = loss_of(shape, model, batch)
             total += float(loss) * len(idx)
             count += len(idx)
     finally:
         model.train(was_training)
     return total / max(count, 1)
+
+
+def _length_batches(
+    features: QAFeatures, batch_size: int, multiple: int, packed: bool = False
+) -> list[tuple[np.ndarray, tuple[int, int]]]:
+    """The windows in batches of similar length (sorted by length, to pad little) and each batch's shape (rows and
+    sequence length: ``QAFeatures.batch_width``)."""
+    lengths = features.lengths
+    order = np.argsort(lengths, kind="stable")
+    batches = [order[lo : lo + batch_size] for lo in range(0, len(order), batch_size)]
+    return [(idx, (len(idx), features.batch_width(lengths[idx], None, multiple, packed))) for idx in batches]
 
 
 @torch.no_grad()
@@ -148,31 +157,34 @@ def predict_logits(
     bf16: bool = False,
     log: LogFn | None = None,
     multiple: int = 1,
+    compile: str = "off",
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Start/end logits of every window (unpadded, float32), batched by length for speed, each batch's width rounded
-    up to ``multiple`` (``pad_to_multiple_of``), or packed when the model runs packed attention."""
+    up to ``multiple`` (``pad_to_multiple_of``), or packed when the model runs packed attention; ``compile``: the
+    setting (``spurious.core.compiled.batched``)."""
     device = _model_device(model)
     was_training = model.training
     model.eval()
     starts: list[np.ndarray] = [np.empty(0, np.float32)] * len(features)
     ends: list[np.ndarray] = [np.empty(0, np.float32)] * len(features)
     lengths = features.lengths
-    order = np.argsort(lengths, kind="stable")
-    n_batches = math.ceil(len(order) / batch_size)
     offset = packing.position_offset(model)
+    batches = _length_batches(features, batch_size, multiple, offset is not None)
+    forward = compiled.batched(_forward, compile, device, [shape for _, shape in batches])
+    n_batches = len(batches)
     t0 = time.perf_counter()
     try:
-        for b, lo in enumerate(range(0, len(order), batch_size)):
-            idx = order[lo : lo + batch_size]
-            batch = features.collate(idx, multiple=multiple, packed_offset=offset)
-            s, e = _forward(model, batch, device, bf16)
+        for b, (idx, shape) in enumerate(batches):
+            batch = to_device(features.collate(idx, multiple=multiple, packed_offset=offset), device)
+            with autocast(device, bf16):
+                s, e = forward(shape, model, batch)
             s, e = s.float().cpu().numpy(), e.float().cpu().numpy()
             width = s.shape[1]
             for j, f in enumerate(idx):
                 sl = slice(0, lengths[f]) if features.pad_on_right else slice(width - lengths[f], width)
                 starts[f], ends[f] = s[j, sl].copy(), e[j, sl].copy()
             if log is not None and (b + 1) % 20 == 0:
-                rate = (lo + len(idx)) / (time.perf_counter() - t0)
+                rate = sum(len(i) for i, _ in batches[: b + 1]) / (time.perf_counter() - t0)
                 log(f"predict: batch {b + 1}/{n_batches} ({rate:.1f} windows/s)")
     finally:
         model.train(was_training)
@@ -194,7 +206,7 @@ def predict_with_model(
     bf16 = use_bf16(s["bf16"], device)
     starts, ends = predict_logits(
         model, features, batch_size=s["eval_batch_size"], bf16=bf16, log=log,
-        multiple=pad_multiple(s["pad_to_multiple_of"], device),
+        multiple=pad_multiple(s["pad_to_multiple_of"], device), compile=s["compile"],
     )
     return postprocess_predictions(features, starts, ends, n_best=s["n_best"], max_answer_length=s["max_answer_length"])
 
@@ -304,7 +316,7 @@ def infer_feature_logits(
     t0 = time.perf_counter()
     starts, ends = predict_logits(
         model, features, batch_size=int(s["eval_batch_size"]), bf16=use_bf16(s["bf16"], device), log=emit,
-        multiple=pad_multiple(s["pad_to_multiple_of"], device),
+        multiple=pad_multiple(s["pad_to_multiple_of"], device), compile=s["compile"],
     )
     producer = {
         "model_dir": str(model_dir),

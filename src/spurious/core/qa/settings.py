@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from spurious.core.compiled import check_setting
 from spurious.core.packing import check_attention_setting
 from spurious.core.training import (
     fill_settings,
@@ -36,6 +37,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "pad_to_multiple_of": "auto",
     # padded, or packed: windows end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
     "attention": "padded",
+    # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
+    "compile": "auto",
     "group_by_length": False,
     # validation, early stopping, checkpoints
     "eval_every": 200,
@@ -64,6 +68,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
     check_attention_setting(resolved["attention"], "QA")
     if resolved["stride"] >= resolved["max_length"]:
         raise ValueError(f"stride ({resolved['stride']}) must be smaller than max_length ({resolved['max_length']})")
+    resolved["compile"] = check_setting(resolved["compile"])
     return resolved
 
 

@@ -1,4 +1,11 @@
-"""The debiasing losses on logits and masks: masked softmax pieces, the bias-probability rescaling, LearnedMixin+H (with its gates) and Confidence Regularization, each in the paper's and the authors' (compat) position conventions."""
+"""The debiasing losses on logits and masks: masked softmax pieces, the bias-probability rescaling, LearnedMixin+H (with its gates) and Confidence Regularization, each in the paper's and the authors' (compat) position conventions.
+
+Every value the losses return (the loss and its logged statistics) is a tensor on the logits' device, so a training
+step never waits for the GPU. The checks of values (positions within the batch, gold positions inside the mask,
+rows with a valid position) read their tensors on the host (``_host``): free for the CPU tensors a batch is built
+from, a wait for device tensors. The training objectives (``objectives``) therefore make them on the host batch
+before it moves to the device and call the losses with ``validate=False``; direct callers keep the default.
+"""
 
 from __future__ import annotations
 
@@ -34,15 +41,24 @@ def _check_logits(name: str, logits: Tensor, shape: torch.Size | None = None) ->
         raise ValueError(f"{name} has shape {tuple(logits.shape)}, expected {tuple(shape)} (as start_logits)")
 
 
-def _check_positions(name: str, positions: Tensor, batch: int, width: int) -> None:
+def _host(tensor: Tensor) -> np.ndarray:
+    """A tensor's values for a check: a CPU tensor's own memory (no tensor operation), a device tensor's copy (which
+    waits for the device; see the module docstring)."""
+    return tensor.detach().cpu().numpy()
+
+
+def _check_position_shape(name: str, positions: Tensor, batch: int) -> None:
     if positions.dim() != 1 or positions.shape[0] != batch:
         raise ValueError(f"{name} must have shape [{batch}], got {tuple(positions.shape)}")
     if positions.dtype not in (torch.int64, torch.int32):
         raise ValueError(f"{name} must be an integer tensor, got {positions.dtype}")
-    if positions.numel() and (int(positions.min()) < 0 or int(positions.max()) >= width):
-        raise ValueError(
-            f"{name} must lie in [0, {width}), got values in [{int(positions.min())}, {int(positions.max())}]"
-        )
+
+
+def _check_positions(name: str, positions: Tensor, batch: int, width: int) -> None:
+    _check_position_shape(name, positions, batch)
+    values = _host(positions)
+    if values.size and (values.min() < 0 or values.max() >= width):
+        raise ValueError(f"{name} must lie in [0, {width}), got values in [{values.min()}, {values.max()}]")
 
 
 def _resolve_mask(valid_mask: Tensor | None, like: Tensor, mask_non_context: bool) -> Tensor:
@@ -59,8 +75,28 @@ def _resolve_mask(valid_mask: Tensor | None, like: Tensor, mask_non_context: boo
 
 def _check_gold_valid(mask: Tensor, positions: Tensor, name: str) -> None:
     """A gold position outside the mask would give an infinite loss; it means the mask was built wrongly."""
-    if not bool(mask.gather(1, positions.long()[:, None]).all()):
+    if not np.take_along_axis(_host(mask), _host(positions).astype(np.int64)[:, None], axis=1).all():
         raise ValueError(f"some {name} fall on positions that valid_mask excludes (it must include context and CLS)")
+
+
+def _check_span_positions(start: Tensor, end: Tensor, batch: int, width: int, validate: bool) -> None:
+    for name, positions in (("start_positions", start), ("end_positions", end)):
+        if validate:
+            _check_positions(name, positions, batch, width)
+        else:
+            _check_position_shape(name, positions, batch)
+
+
+def check_span_mask(mask: Tensor, start_positions: Tensor, end_positions: Tensor) -> None:
+    """The checks of a loss's (resolved) valid mask: every row has a valid position, every gold position is one."""
+    _check_rows_have_a_position(mask, "valid_mask")
+    _check_gold_valid(mask, start_positions, "start_positions")
+    _check_gold_valid(mask, end_positions, "end_positions")
+
+
+def _check_rows_have_a_position(mask: Tensor, what: str) -> None:
+    if not _host(mask).any(axis=-1).all():
+        raise ValueError(f"{what}: a row has no valid position")
 
 
 def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:
@@ -71,13 +107,17 @@ def masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:
     """
     if mask.shape != logits.shape:
         raise ValueError(f"mask has shape {tuple(mask.shape)}, expected {tuple(logits.shape)}")
-    if not bool(mask.any(dim=-1).all()):
-        raise ValueError("masked_log_softmax: a row has no valid position")
+    _check_rows_have_a_position(mask, "masked_log_softmax")
+    return _masked_log_softmax(logits, mask)
+
+
+def _masked_log_softmax(logits: Tensor, mask: Tensor) -> Tensor:
+    """``masked_log_softmax`` without its check (the losses check their mask once, or leave it to the caller)."""
     return logits.float().masked_fill(~mask, float("-inf")).log_softmax(dim=-1)
 
 
 def _masked_softmax(logits: Tensor, mask: Tensor) -> Tensor:
-    return masked_log_softmax(logits, mask).exp()
+    return _masked_log_softmax(logits, mask).exp()
 
 
 def _masked_entropy(log_probs: Tensor, mask: Tensor) -> Tensor:
@@ -100,9 +140,8 @@ def rescale_bias_probs(p_bias: Tensor, scale: float, mask: Tensor) -> Tensor:
     _check_scale(scale)
     if mask.shape != p_bias.shape:
         raise ValueError(f"mask has shape {tuple(mask.shape)}, expected {tuple(p_bias.shape)}")
+    _check_rows_have_a_position(mask, "rescale_bias_probs")
     n_valid = mask.sum(dim=-1, keepdim=True)
-    if not bool((n_valid > 0).all()):
-        raise ValueError("rescale_bias_probs: a row has no valid position")
     rescaled = scale * p_bias.float() + (1.0 - scale) / n_valid
     return torch.where(mask, rescaled, torch.zeros_like(rescaled))
 
@@ -110,7 +149,7 @@ def rescale_bias_probs(p_bias: Tensor, scale: float, mask: Tensor) -> Tensor:
 def _log_rescaled_bias(bias_logits: Tensor, scale: float, mask: Tensor) -> Tensor:
     """``log rescale_bias_probs(softmax(bias), s)``, computed in log space (finite even where ``p_bias`` underflows)."""
     _check_scale(scale)
-    log_p = masked_log_softmax(bias_logits.detach(), mask)
+    log_p = _masked_log_softmax(bias_logits.detach(), mask)
     log_scale = math.log(scale) if scale > 0 else float("-inf")
     log_rest = math.log1p(-scale) if scale < 1 else float("-inf")
     log_uniform = log_rest - mask.sum(dim=-1, keepdim=True).float().log()
@@ -133,23 +172,33 @@ class LearnedMixinGate(nn.Module):
         self.output = nn.Linear(2 * dim, 1)
 
     @staticmethod
-    def _maxpool(projected: Tensor, mask: Tensor, what: str) -> Tensor:
-        if not bool(mask.any(dim=-1).all()):
-            raise ValueError(f"LearnedMixinGate: an example has no {what} token")
+    def check_masks(question_mask: Tensor, context_mask: Tensor) -> None:
+        """Every example needs a question and a context token (a max-pool over none would be ``-inf``)."""
+        for what, mask in (("question", question_mask), ("context", context_mask)):
+            if not _host(mask).any(axis=-1).all():
+                raise ValueError(f"LearnedMixinGate: an example has no {what} token")
+
+    @staticmethod
+    def _maxpool(projected: Tensor, mask: Tensor) -> Tensor:
         return projected.masked_fill(~mask[:, :, None], float("-inf")).amax(dim=1)
 
-    def forward(self, hidden_states: Tensor, question_mask: Tensor, context_mask: Tensor) -> Tensor:
-        """``hidden_states [B, T, H]`` and bool masks ``[B, T]`` → gate ``[B]`` (float32, ≥ 0)."""
+    def forward(
+        self, hidden_states: Tensor, question_mask: Tensor, context_mask: Tensor, *, validate: bool = True
+    ) -> Tensor:
+        """``hidden_states [B, T, H]`` and bool masks ``[B, T]`` → gate ``[B]`` (float32, ≥ 0). ``validate=False``
+        leaves out ``check_masks`` (the caller made it on the host)."""
         if hidden_states.dim() != 3:
             raise ValueError(f"hidden_states must have shape [B, T, H], got {tuple(hidden_states.shape)}")
         for name, mask in (("question_mask", question_mask), ("context_mask", context_mask)):
             if mask.shape != hidden_states.shape[:2] or mask.dtype != torch.bool:
                 raise ValueError(f"{name} must be a bool tensor of shape {tuple(hidden_states.shape[:2])}")
+        if validate:
+            self.check_masks(question_mask, context_mask)
         h = hidden_states.to(self.output.weight.dtype)
         pooled = torch.cat(
             [
-                self._maxpool(self.question_proj(h), question_mask, "question"),
-                self._maxpool(self.passage_proj(h), context_mask, "context"),
+                self._maxpool(self.question_proj(h), question_mask),
+                self._maxpool(self.passage_proj(h), context_mask),
             ],
             dim=-1,
         )
@@ -188,17 +237,17 @@ def _lmix_clark_position(
     ``log(1 + sT/(1 − s))`` nats, so its entropy only falls once the gate grows large, and a large gate makes the bias
     term dominate the mixture (the main model then learns to cancel it instead of answering).
     """
-    log_p_main = masked_log_softmax(logits, mask)
+    log_p_main = _masked_log_softmax(logits, mask)
     log_p_bias = _log_rescaled_bias(bias_logits, scale, mask)
     # zero (not -inf) outside the mask before scaling by g: g·(-inf) is NaN where g underflows to 0
     bias_term = gate[:, None] * log_p_bias.masked_fill(~mask, 0.0)
-    combined = masked_log_softmax(log_p_main.masked_fill(~mask, 0.0) + bias_term, mask)
+    combined = _masked_log_softmax(log_p_main.masked_fill(~mask, 0.0) + bias_term, mask)
     nll = -combined.gather(1, gold[:, None]).squeeze(1)
     if entropy_on == "rescaled":
         entropy_term = bias_term
     else:
-        entropy_term = gate[:, None] * masked_log_softmax(bias_logits.detach(), mask).masked_fill(~mask, 0.0)
-    entropy = _masked_entropy(masked_log_softmax(entropy_term, mask), mask)
+        entropy_term = gate[:, None] * _masked_log_softmax(bias_logits.detach(), mask).masked_fill(~mask, 0.0)
+    entropy = _masked_entropy(_masked_log_softmax(entropy_term, mask), mask)
     return nll, entropy
 
 
@@ -244,20 +293,15 @@ def gate_summary(train_losses: Sequence[Mapping[str, Any]], final_fraction: floa
     }
 
 
-def gate_statistics(gate: Tensor) -> dict[str, float]:
-    """Mean and quantiles (10/50/90 %) and maximum of a batch's gate values, for the training record.
+def gate_statistics(gate: Tensor) -> dict[str, Tensor]:
+    """Mean and quantiles (10/50/90 %) and maximum of a batch's gate values, for the training record (0-d tensors on
+    the gate's device: the training loop reads them when it logs).
 
     A gate that runs away (the bias term dominating the mixture) shows here long before it shows in the scores.
     """
     values = gate.detach().float().flatten()
     q = torch.quantile(values, torch.tensor([0.1, 0.5, 0.9], dtype=values.dtype, device=values.device))
-    return {
-        "gate": float(values.mean()),
-        "gate_q10": float(q[0]),
-        "gate_q50": float(q[1]),
-        "gate_q90": float(q[2]),
-        "gate_max": float(values.max()),
-    }
+    return {"gate": values.mean(), "gate_q10": q[0], "gate_q50": q[1], "gate_q90": q[2], "gate_max": values.max()}
 
 
 def _lmix_isbiased_position(
@@ -286,9 +330,11 @@ def learned_mixin_h_loss(
     compat: Compat = None,
     mask_non_context: bool = True,
     entropy_on: str = "bias",
-) -> tuple[Tensor, dict[str, float]]:
-    """LearnedMixin+H training loss for span QA; returns ``(loss, stats)``: floats for logging, ``nll``, ``entropy``
-    and the gate's distribution over the batch (``gate`` = its mean, ``gate_q10``/``q50``/``q90``, ``gate_max``).
+    validate: bool = True,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """LearnedMixin+H training loss for span QA; returns ``(loss, stats)``: 0-d tensors for logging, ``nll``,
+    ``entropy`` and the gate's distribution over the batch (``gate`` = its mean, ``gate_q10``/``q50``/``q90``,
+    ``gate_max``). ``validate=False`` leaves out the checks of values (positions, masks; see the module docstring).
 
     Default (Clark et al. 2019, reference-notes §B.1), for start and end separately: ``ℓ = log_softmax(z)``,
     ``log p'_b = log rescale_bias_probs(softmax(b), s)``, NLL of ``softmax(ℓ + g·log p'_b)`` at the gold position and
@@ -319,8 +365,7 @@ def learned_mixin_h_loss(
     for name, tensor in others.items():
         _check_logits(name, tensor, shape)
     batch, width = shape
-    _check_positions("start_positions", start_positions, batch, width)
-    _check_positions("end_positions", end_positions, batch, width)
+    _check_span_positions(start_positions, end_positions, batch, width, validate)
     gold_start, gold_end = start_positions.long(), end_positions.long()
 
     if compat == "isbiased":
@@ -340,14 +385,14 @@ def learned_mixin_h_loss(
             raise ValueError(f"the gate must have shape [{batch}] (one scalar per example), got {tuple(gate.shape)}")
         gate = gate.float()
         mask = _resolve_mask(valid_mask, start_logits, mask_non_context)
-        _check_gold_valid(mask, gold_start, "start_positions")
-        _check_gold_valid(mask, gold_end, "end_positions")
+        if validate:
+            check_span_mask(mask, gold_start, gold_end)
         nll_s, h_s = _lmix_clark_position(start_logits, gold_start, bias_start_logits, gate, mask, scale, entropy_on)
         nll_e, h_e = _lmix_clark_position(end_logits, gold_end, bias_end_logits, gate, mask, scale, entropy_on)
         nll = ((nll_s + nll_e) / 2).mean()
         entropy = ((h_s + h_e) / 2).mean()
         loss = nll + entropy_weight * entropy
-    stats = {"nll": float(nll.detach()), "entropy": float(entropy.detach()), **gate_statistics(gate)}
+    stats = {"nll": nll.detach(), "entropy": entropy.detach(), **gate_statistics(gate)}
     return loss, stats
 
 
@@ -355,13 +400,13 @@ def _creg_default_position(
     logits: Tensor, gold: Tensor, teacher_logits: Tensor, bias_logits: Tensor, mask: Tensor, scale: float
 ) -> tuple[Tensor, Tensor]:
     """Per-example soft cross-entropy against the bias-scaled teacher (Utama et al. 2020) and its β."""
-    log_p_teacher = masked_log_softmax(teacher_logits.detach(), mask)
+    log_p_teacher = _masked_log_softmax(teacher_logits.detach(), mask)
     p_bias = _masked_softmax(bias_logits.detach(), mask)
     beta = scale * p_bias.gather(1, gold[:, None]).squeeze(1)
     # S ∝ p_T^(1−β), in log space; zeros outside the mask first, since (1−β) may be 0 and 0·(-inf) is NaN
-    log_target = masked_log_softmax((1.0 - beta)[:, None] * log_p_teacher.masked_fill(~mask, 0.0), mask)
+    log_target = _masked_log_softmax((1.0 - beta)[:, None] * log_p_teacher.masked_fill(~mask, 0.0), mask)
     target = log_target.exp()
-    log_p_student = masked_log_softmax(logits, mask).masked_fill(~mask, 0.0)
+    log_p_student = _masked_log_softmax(logits, mask).masked_fill(~mask, 0.0)
     return -(target * log_p_student).sum(dim=-1), beta
 
 
@@ -393,8 +438,10 @@ def confidence_regularization_loss(
     scale: float = 0.2,
     compat: Compat = None,
     mask_non_context: bool = True,
-) -> tuple[Tensor, dict[str, float]]:
-    """Confidence Regularization loss for span QA; returns ``(loss, {"ce", "beta"})`` (floats for logging).
+    validate: bool = True,
+) -> tuple[Tensor, dict[str, Tensor]]:
+    """Confidence Regularization loss for span QA; returns ``(loss, {"ce", "beta"})`` (0-d tensors for logging).
+    ``validate=False`` leaves out the checks of values (positions, masks; see the module docstring).
 
     Default (Utama et al. 2020, reference-notes §C.1, applied to the start and the end distribution separately):
     ``p_T = softmax(teacher)``, ``p_B = softmax(bias)``, ``β = s·p_B[gold]``, ``S ∝ p_T^(1−β)`` and loss =
@@ -426,8 +473,7 @@ def confidence_regularization_loss(
     for name, tensor in others.items():
         _check_logits(name, tensor, shape)
     batch, width = shape
-    _check_positions("start_positions", start_positions, batch, width)
-    _check_positions("end_positions", end_positions, batch, width)
+    _check_span_positions(start_positions, end_positions, batch, width, validate)
     gold_start, gold_end = start_positions.long(), end_positions.long()
 
     if compat == "isbiased":
@@ -436,13 +482,13 @@ def confidence_regularization_loss(
         loss = (ce_s + ce_e) / 2
     else:
         mask = _resolve_mask(valid_mask, start_logits, mask_non_context)
-        _check_gold_valid(mask, gold_start, "start_positions")
-        _check_gold_valid(mask, gold_end, "end_positions")
+        if validate:
+            check_span_mask(mask, gold_start, gold_end)
         ce_s, beta_s = _creg_default_position(
             start_logits, gold_start, teacher_start_logits, bias_start_logits, mask, scale
         )
         ce_e, beta_e = _creg_default_position(end_logits, gold_end, teacher_end_logits, bias_end_logits, mask, scale)
         loss = ((ce_s + ce_e) / 2).mean()
     beta = ((beta_s + beta_e) / 2).mean()
-    return loss, {"ce": float(loss.detach()), "beta": float(beta)}
+    return loss, {"ce": loss.detach(), "beta": beta.detach()}
 

@@ -1,6 +1,14 @@
-"""The training objectives that core.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization over stored per-window logits."""
+"""The training objectives that core.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization over stored per-window logits.
+
+An objective works in two parts, so that a training step never waits for the GPU: ``batch_inputs(feature_index,
+batch)`` on the host, per micro-batch, before the batch moves to the device (the stored logits of its windows laid out
+like the batch, and the checks of its positions and masks, free on host tensors), and ``forward(start_logits,
+end_logits, hidden_states, batch)`` on the device, with those inputs in ``batch`` (tensors in, tensors out).
+"""
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 import numpy as np
 import torch
@@ -13,7 +21,10 @@ from spurious.thinktwice.debias.losses import (
     LearnedMixinGate,
     TokenGate,
     _check_compat,
+    _check_positions,
     _check_scale,
+    _resolve_mask,
+    check_span_mask,
     confidence_regularization_loss,
     learned_mixin_h_loss,
 )
@@ -24,28 +35,28 @@ def _check_logit_store(name: str, array: np.ndarray) -> None:
         raise ValueError(f"{name} must have shape [N_features, 2, L], got {array.shape}")
 
 
-def _gather_logits(
-    array: np.ndarray, feature_index: np.ndarray, like: Tensor, attention_mask: Tensor | None = None
-) -> tuple[Tensor, Tensor]:
-    """The stored start and end logits of this batch's features laid out like the batch, on ``like``'s device.
+def _gather_logits(array: np.ndarray, feature_index: np.ndarray, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
+    """The stored start and end logits of this batch's features laid out like the batch (host tensors, float32).
 
     Stored rows hold each window's logits from position 0, zeros after it (``spurious.core.logits``). Batches are padded
-    to their own width W: on the right (BERT-like tokenizers) the first W stored columns line up; with left padding
-    (a row whose first position is padding) each row is shifted by its padding, as the collated batch is.
+    to their own width W (that of the host ``attention_mask``): on the right (BERT-like tokenizers) the first W stored
+    columns line up; with left padding (a row whose first position is padding) each row is shifted by its padding, as
+    the collated batch is.
     """
     from spurious.core.logits import align_to_batch
 
-    width = like.shape[1]
+    mask = attention_mask.numpy()
+    width = mask.shape[1]
     idx = np.asarray(feature_index)
-    if len(idx) != like.shape[0]:
-        raise ValueError(f"feature_index selects {len(idx)} rows for a batch of {like.shape[0]}")
-    if attention_mask is not None and bool((attention_mask[:, 0] == 0).any()):
-        rows = align_to_batch(array, idx, attention_mask, pad_on_right=False)
+    if len(idx) != mask.shape[0]:
+        raise ValueError(f"feature_index selects {len(idx)} rows for a batch of {mask.shape[0]}")
+    if (mask[:, 0] == 0).any():
+        rows = align_to_batch(array, idx, mask, pad_on_right=False)
     else:
         if width > array.shape[2]:
             raise ValueError(f"the batch is {width} tokens wide but the stored logits only {array.shape[2]}")
         rows = np.asarray(array[idx], dtype=np.float32)[:, :, :width]
-    tensor = torch.from_numpy(np.ascontiguousarray(rows)).to(like.device)
+    tensor = torch.from_numpy(np.ascontiguousarray(rows))
     return tensor[:, 0], tensor[:, 1]
 
 
@@ -56,12 +67,23 @@ def _reads_padding(compat: Compat, mask_non_context: bool) -> bool:
     return compat == "isbiased" or not mask_non_context
 
 
-def _batch_masks(batch: dict[str, Tensor]) -> tuple[Tensor, Tensor]:
+def _batch_masks(batch: Mapping[str, Tensor]) -> tuple[Tensor, Tensor]:
     """``(valid_mask, question_mask)`` from the masks that the training loop adds to a batch."""
     missing = [key for key in ("context_mask", "cls_mask", "question_mask") if key not in batch]
     if missing:
         raise KeyError(f"the batch lacks {missing}: the training loop must add context/cls/question masks")
     return batch["context_mask"] | batch["cls_mask"], batch["question_mask"]
+
+
+def _check_host_batch(batch: Mapping[str, Tensor], valid_mask: Tensor | None, mask_non_context: bool) -> None:
+    """The losses' checks of values, made on the host batch (see the module docstring): gold positions within the
+    batch and, where the loss masks (``valid_mask``), inside the resolved mask, which has a position in every row."""
+    n, width = batch["attention_mask"].shape
+    for name in ("start_positions", "end_positions"):
+        _check_positions(name, batch[name], n, width)
+    if valid_mask is not None:
+        mask = _resolve_mask(valid_mask, batch["attention_mask"], mask_non_context)
+        check_span_mask(mask, batch["start_positions"], batch["end_positions"])
 
 
 class LearnedMixinObjective(nn.Module):
@@ -106,29 +128,36 @@ class LearnedMixinObjective(nn.Module):
         )
         self.reads_padding = _reads_padding(compat, mask_non_context)
 
+    def batch_inputs(self, feature_index: np.ndarray, batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """Host part (module docstring): the bias logits of the windows ``feature_index`` (the rows of the training
+        features in the collated host ``batch``), and the checks of the batch's positions, masks and gate masks."""
+        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, batch["attention_mask"])
+        if self.compat == "isbiased":
+            _check_host_batch(batch, None, self.mask_non_context)
+        else:
+            valid_mask, question_mask = _batch_masks(batch)
+            _check_host_batch(batch, valid_mask, self.mask_non_context)
+            LearnedMixinGate.check_masks(question_mask, batch["context_mask"])
+        return {"bias_start_logits": bias_start, "bias_end_logits": bias_end}
+
     def forward(
-        self,
-        start_logits: Tensor,
-        end_logits: Tensor,
-        hidden_states: Tensor,
-        batch: dict[str, Tensor],
-        feature_index: np.ndarray,
-    ) -> tuple[Tensor, dict[str, float]]:
-        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits, batch.get("attention_mask"))
+        self, start_logits: Tensor, end_logits: Tensor, hidden_states: Tensor, batch: Mapping[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The loss and its logged values on the device; ``batch`` holds ``batch_inputs``'s tensors."""
         if self.gate_input == "detached":  # the gate learns from the main model's states but cannot reshape them
             hidden_states = hidden_states.detach()
         if self.compat == "isbiased":
             valid_mask, gate = None, self.gate(hidden_states)
         else:
             valid_mask, question_mask = _batch_masks(batch)
-            gate = self.gate(hidden_states, question_mask, batch["context_mask"])
+            gate = self.gate(hidden_states, question_mask, batch["context_mask"], validate=False)
         return learned_mixin_h_loss(
             start_logits,
             end_logits,
             batch["start_positions"],
             batch["end_positions"],
-            bias_start,
-            bias_end,
+            batch["bias_start_logits"],
+            batch["bias_end_logits"],
             gate,
             valid_mask=valid_mask,
             entropy_weight=self.entropy_weight,
@@ -136,6 +165,7 @@ class LearnedMixinObjective(nn.Module):
             compat=self.compat,
             mask_non_context=self.mask_non_context,
             entropy_on=self.entropy_on,
+            validate=False,
         )
 
 
@@ -169,29 +199,38 @@ class ConfidenceRegularizationObjective(nn.Module):
         self.mask_non_context = mask_non_context
         self.reads_padding = _reads_padding(compat, mask_non_context)
 
+    def batch_inputs(self, feature_index: np.ndarray, batch: Mapping[str, Tensor]) -> dict[str, Tensor]:
+        """Host part (module docstring): the bias and teacher logits of the windows ``feature_index`` laid out like the
+        collated host ``batch``, and the checks of its positions and masks."""
+        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, batch["attention_mask"])
+        teacher_start, teacher_end = _gather_logits(self.teacher_logits, feature_index, batch["attention_mask"])
+        valid_mask = None if self.compat == "isbiased" else _batch_masks(batch)[0]
+        _check_host_batch(batch, valid_mask, self.mask_non_context)
+        return {
+            "bias_start_logits": bias_start,
+            "bias_end_logits": bias_end,
+            "teacher_start_logits": teacher_start,
+            "teacher_end_logits": teacher_end,
+        }
+
     def forward(
-        self,
-        start_logits: Tensor,
-        end_logits: Tensor,
-        hidden_states: Tensor | None,
-        batch: dict[str, Tensor],
-        feature_index: np.ndarray,
-    ) -> tuple[Tensor, dict[str, float]]:
-        bias_start, bias_end = _gather_logits(self.bias_logits, feature_index, start_logits, batch.get("attention_mask"))
-        teacher_start, teacher_end = _gather_logits(self.teacher_logits, feature_index, start_logits, batch.get("attention_mask"))
+        self, start_logits: Tensor, end_logits: Tensor, hidden_states: Tensor | None, batch: Mapping[str, Tensor]
+    ) -> tuple[Tensor, dict[str, Tensor]]:
+        """The loss and its logged values on the device; ``batch`` holds ``batch_inputs``'s tensors."""
         valid_mask = None if self.compat == "isbiased" else _batch_masks(batch)[0]
         return confidence_regularization_loss(
             start_logits,
             end_logits,
             batch["start_positions"],
             batch["end_positions"],
-            teacher_start,
-            teacher_end,
-            bias_start,
-            bias_end,
+            batch["teacher_start_logits"],
+            batch["teacher_end_logits"],
+            batch["bias_start_logits"],
+            batch["bias_end_logits"],
             valid_mask=valid_mask,
             scale=self.scale,
             compat=self.compat,
             mask_non_context=self.mask_non_context,
+            validate=False,
         )
 
