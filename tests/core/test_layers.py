@@ -122,10 +122,6 @@ CONTRACT_NAMES = {
         "bucket_size PACKED_LENGTHS PackedAttentionUnavailable"
     ),
     "spurious.core.errors": "InputError UnreadableFileError unreadable MissingResourceError",
-    "spurious.core.figures": (
-        "figure_function registered_figures figure_style TEXT_STYLE save_figure svg_text capture_figures check_figure "
-        "assert_readable FigureCheckError count_axis is_count_axis drawn_texts explain_empty rotate_crowded_ticklabels"
-    ),
     "spurious.core.results_index": "index_html write_index",
     "spurious.core.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
