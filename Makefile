@@ -158,8 +158,10 @@ report: install
 
 # The paper configs rehearsed for real on the CPU (tests/rehearse/run.py): each configs/paper-<p>.yaml merged with
 # its size overlay configs/rehearse/paper-<p>.yaml runs its whole job graph in results/rehearse/<p>/, offline, on
-# tiny models of each checkpoint's family and hub-layout dataset fixtures (tests/rehearse/hub_fixtures.py), then
-# checks that every final table and figure was written. CI runs `make rehearse` after the tests.
+# tiny models of each checkpoint's family and hub-layout dataset fixtures (tests/rehearse/hub_fixtures.py); the papers
+# run side by side on the CORES cores, one thread a job. It checks first that the overlay drops no rule, model or
+# method of the paper config, then that every final table and figure was written and nothing is left to run. CI runs
+# `make rehearse` after the tests.
 REHEARSE_PAPERS ?= squad aflite spurious lexical
 rehearse: install
 	$(BIN)/python tests/rehearse/run.py --cores $(CORES) $(REHEARSE_PAPERS)
@@ -183,7 +185,7 @@ lint: install-dev
 # One pytest-xdist worker per core, each test file whole on one worker (its tiny workflow run is built once); each
 # worker keeps to one core (tests/conftest.py). `make unit CORES=0` runs in one process.
 unit: install-dev
-	$(BIN)/pytest -q -n $(CORES) --dist loadfile --no-loadscope-reorder
+	$(BIN)/pytest -q -n $(CORES) --dist loadfile --no-loadscope-reorder --durations=25
 
 test: lint unit
 

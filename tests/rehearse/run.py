@@ -3,15 +3,25 @@
 For each paper: ``configs/paper-<paper>.yaml`` merged with ``configs/rehearse/paper-<paper>.yaml`` (sizes only) runs
 its complete job graph with Snakemake in ``results/rehearse/<paper>/``, offline, every checkpoint and hub dataset
 replaced by the hub-layout fixtures of ``hub_fixtures.py`` (through ``HF_HOME``; no data mirror, so every dataset
-goes through the hub loaders as on a cluster). Then it checks:
+goes through the hub loaders as on a cluster).
 
-* the run planned every rule that the paper config alone plans (the overlay drops none);
+The papers run side by side, one Snakemake process each on the same cores: their job graphs are independent, and one
+paper's serial stretches (a chain of training jobs) leave no core idle while another paper has work. Every job runs on
+one thread (``--set-threads``; the heuristics keep the thread count their config sets): on the tiny stand-ins most of
+a job is Python start-up and imports, which one thread does, so two one-thread jobs use two cores where one two-thread
+job leaves one idle. Each paper's Snakemake output goes to ``results/rehearse/<paper>/snakemake.log``; a line a minute
+shows each paper's progress.
+
+Before any job runs, it checks that the rehearsal plans every rule that the paper config alone plans (the overlay drops
+none) and, for each such rule, every model and method the paper config gives it (the ``model``, ``method`` and
+``sb_method`` wildcards, and the model of a ``run``). After the runs, for each paper:
+
 * every output of the paper's report rules (its final tables and figures), as the paper config alone names them,
   exists and is not empty;
 * nothing is left to do (a dry run of the same configs plans no job).
 
-It writes ``results/rehearse/<paper>/rehearsal.json`` (elapsed time, jobs per rule) and exits non-zero on the first
-failure, naming it.
+It writes ``results/rehearse/<paper>/rehearsal.json`` (elapsed time, jobs per rule) and exits non-zero naming every
+failure.
 """
 
 from __future__ import annotations
@@ -21,9 +31,12 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -34,8 +47,31 @@ import hub_fixtures  # noqa: E402
 
 PAPERS = ("squad", "aflite", "spurious", "lexical")
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
+# Snakemake's scheduler, in each paper's main process. The greedy job selector: the default ILP selector solves an
+# integer program with an external solver at every selection, and the rehearsal has no use for its optimum. A 10 s
+# window for the job-rate limiter instead of the default 1 s (100 jobs per window either way is far more than two cores
+# start): while jobs wait for a free core, every scheduling round arms a re-evaluation one window later, and every
+# finished job starts another such chain, so with many waiting jobs (squad's 329 bias searches) the rounds per second
+# grow with the jobs finished, each re-evaluating every waiting job's params and input sizes. The longer window makes
+# those rounds ten times rarer; at exit Snakemake waits at most one window for its last timer.
+SCHEDULER = ["--scheduler", "greedy", "--max-jobs-per-timespan", "1000/10s"]
+# rules whose thread count is a config key the overlay sets: they keep it
+CONFIG_THREADS = {"heuristics"}
 # the rules whose outputs are a paper's final tables and figures
 REPORT_RULE = re.compile(r"report")
+# wildcards naming what a rule runs on (a model, a method), which an overlay must not drop; a run is model/.../seedN
+KIND_WILDCARDS = ("model", "method", "sb_method")
+PROGRESS = re.compile(r"(\d+) of (\d+) steps \(")
+HEARTBEAT_S = 60
+
+
+@dataclass
+class Job:
+    outputs: list[str] = field(default_factory=list)
+    wildcards: dict[str, str] = field(default_factory=dict)
+
+
+Plan = dict[str, list[Job]]  # rule -> its planned jobs
 
 
 def rehearsal_env(fixtures: Path) -> dict[str, str]:
@@ -60,38 +96,110 @@ def configs_of(paper: str) -> list[str]:
     return [str(REPO / "configs" / f"paper-{paper}.yaml"), str(REPO / "configs" / "rehearse" / f"paper-{paper}.yaml")]
 
 
-def planned(workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True) -> dict[str, list[str]]:
-    """rule -> the outputs of its planned jobs, from a dry run: of the whole job graph (``everything``), or of the
-    jobs still to run. One list of outputs per job: :func:`planned_jobs`."""
-    return {rule: [p for job in jobs for p in job] for rule, jobs in planned_jobs(workdir, configs, env, everything=everything).items()}
+def parse_dry_run(stdout: str) -> Plan:
+    """rule -> its jobs (outputs, wildcards), from the job blocks that ``snakemake -n`` prints."""
+    plan: Plan = {}
+    job = None
+    for line in stdout.splitlines():
+        m = re.match(r"^(?:local)?rule (\S+):$", line)
+        if m:
+            job = Job()
+            plan.setdefault(m.group(1), []).append(job)
+            continue
+        m = re.match(r"^\s+(output|wildcards): (.*)$", line)
+        if m and job is not None:
+            items = [p.strip() for p in m.group(2).split(", ")]
+            if m.group(1) == "output":
+                job.outputs += items
+            else:
+                job.wildcards.update(item.split("=", 1) for item in items if "=" in item)
+    return plan
 
 
-def planned_jobs(
-    workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True
-) -> dict[str, list[list[str]]]:
-    """rule -> one list of outputs per planned job."""
+def planned_jobs(workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True) -> Plan:
+    """rule -> its planned jobs, from a dry run: of the whole job graph (``everything``), or of the jobs still to run."""
     proc = subprocess.run(
         [*SNAKEMAKE, "--directory", str(workdir), "-n", *(["--forceall"] if everything else []), "--configfile", *configs],
         capture_output=True, text=True, env=env, cwd=REPO,
     )
     if proc.returncode != 0:
         raise SystemExit(f"dry run of {configs} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
-    jobs: dict[str, list[list[str]]] = {}
-    rule = None
-    for line in proc.stdout.splitlines():
-        m = re.match(r"^(?:local)?rule (\S+):$", line)
-        if m:
-            rule = m.group(1)
-            jobs.setdefault(rule, []).append([])
-        m = re.match(r"^\s+output: (.*)$", line)
-        if m and rule:
-            jobs[rule][-1] += [p.strip() for p in m.group(1).split(",")]
-    return jobs
+    return parse_dry_run(proc.stdout)
 
 
-def rehearse(paper: str, *, cores: int, root: Path, fresh: bool) -> dict:
-    fixtures = hub_fixtures.build(root / "fixtures")
-    env = rehearsal_env(fixtures)
+def kinds(plan: Plan) -> set[tuple[str, str, str]]:
+    """(rule, wildcard, value) of every model and method a rule's jobs run (a run's model counts as ``model``)."""
+    found = set()
+    for rule, jobs in plan.items():
+        for job in jobs:
+            for name in KIND_WILDCARDS:
+                if name in job.wildcards:
+                    found.add((rule, name, job.wildcards[name]))
+            if "run" in job.wildcards:
+                found.add((rule, "model", job.wildcards["run"].split("/")[0]))
+    return found
+
+
+def plan_problems(paper_plan: Plan, rehearsal_plan: Plan) -> list[str]:
+    """What the rehearsal drops of the paper config's plan: rules, and models or methods of a rule."""
+    problems = []
+    dropped = sorted(set(paper_plan) - set(rehearsal_plan) - {"all"})
+    if dropped:
+        problems.append(f"the rehearsal overlay drops rules the paper config runs: {dropped}")
+    lost = sorted(kinds(paper_plan) - kinds(rehearsal_plan))
+    lost = [(rule, name, value) for rule, name, value in lost if rule not in dropped]
+    if lost:
+        problems.append(
+            "the rehearsal overlay drops models/methods the paper config runs: "
+            + ", ".join(f"{rule} {name}={value}" for rule, name, value in lost)
+        )
+    return problems
+
+
+def final_outputs(paper_plan: Plan) -> list[str]:
+    return sorted({p for rule, jobs in paper_plan.items() if REPORT_RULE.search(rule) for job in jobs for p in job.outputs})
+
+
+def missing_outputs(workdir: Path, paths: list[str]) -> list[str]:
+    return [p for p in paths if not (workdir / p).is_file() or (workdir / p).stat().st_size == 0]
+
+
+def pending_jobs(plan: Plan) -> dict[str, int]:
+    return {rule: len(jobs) for rule, jobs in plan.items() if rule != "all" and jobs}
+
+
+def last_progress(log: Path) -> str:
+    """"done/total" from the last progress line of a Snakemake log, or "starting"."""
+    if not log.exists():
+        return "starting"
+    with log.open("rb") as f:
+        f.seek(max(0, log.stat().st_size - 65536))
+        found = PROGRESS.findall(f.read().decode(errors="replace"))
+    return f"{found[-1][0]}/{found[-1][1]}" if found else "starting"
+
+
+def minutes(seconds: float) -> str:
+    return f"{int(seconds) // 60}:{int(seconds) % 60:02d}"
+
+
+@dataclass
+class Rehearsal:
+    paper: str
+    workdir: Path
+    configs: list[str]
+    paper_plan: Plan = field(default_factory=dict)
+    plan: Plan = field(default_factory=dict)
+    proc: subprocess.Popen | None = None
+    started: float = 0.0
+    elapsed: float | None = None
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def log(self) -> Path:
+        return self.workdir / "snakemake.log"
+
+
+def prepare(paper: str, fixtures: Path, root: Path, *, fresh: bool) -> Rehearsal:
     workdir = root / paper
     # outputs made with other stand-ins (the fixtures were rebuilt) are not outputs of these: start afresh
     digest = (fixtures / "fixtures.sha1").read_text()
@@ -104,58 +212,124 @@ def rehearse(paper: str, *, cores: int, root: Path, fresh: bool) -> dict:
         target = workdir / rel
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copyfile(fixtures / "files" / rel, target)
+    return Rehearsal(paper, workdir, configs_of(paper))
 
-    paper_only = planned(root / f".plan-{paper}", configs_of(paper)[:1], env)
-    overlay = configs_of(paper)
-    rehearsal_plan = planned_jobs(workdir, overlay, env)
-    dropped = sorted(set(paper_only) - set(rehearsal_plan) - {"all"})
-    if dropped:
-        raise SystemExit(f"{paper}: the rehearsal overlay drops rules the paper config runs: {dropped}")
 
-    print(f"== rehearsal of configs/paper-{paper}.yaml in {workdir}", flush=True)
+def run_command(r: Rehearsal, cores: int) -> list[str]:
+    one_thread = [f"{rule}=1" for rule in sorted(r.plan) if rule != "all" and rule not in CONFIG_THREADS]
+    return [
+        *SNAKEMAKE, "--directory", str(r.workdir), "--workflow-profile", str(REPO / "profiles" / "local"),
+        "--cores", str(cores), *SCHEDULER, *(["--set-threads", *one_thread] if one_thread else []),
+        "--configfile", *r.configs,
+    ]  # fmt: skip
+
+
+def run_all(rehearsals: list[Rehearsal], env: dict[str, str], cores: int) -> None:
+    """Start every paper's Snakemake at once, report progress each minute, wait for all."""
     start = time.monotonic()
-    proc = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "--workflow-profile", str(REPO / "profiles" / "local"), "--cores",
-         str(cores), "--configfile", *overlay],
-        env=env, cwd=REPO,
-    )
-    elapsed = time.monotonic() - start
-    if proc.returncode != 0:
-        raise SystemExit(f"{paper}: the rehearsal failed after {elapsed:.0f} s (logs under {workdir}/results/logs)")
+    beat = start + HEARTBEAT_S
+    try:
+        for r in rehearsals:
+            print(f"== rehearsal of configs/paper-{r.paper}.yaml in {r.workdir} (log: {r.log})", flush=True)
+            with r.log.open("w") as log:
+                r.proc = subprocess.Popen(run_command(r, cores), env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+            r.started = time.monotonic()
+        while any(r.elapsed is None for r in rehearsals):
+            time.sleep(1)
+            for r in rehearsals:
+                if r.elapsed is None and r.proc.poll() is not None:
+                    r.elapsed = time.monotonic() - r.started
+                    status = "done" if r.proc.returncode == 0 else f"FAILED (exit {r.proc.returncode})"
+                    print(f"== {r.paper}: Snakemake {status} after {minutes(r.elapsed)}", flush=True)
+            if time.monotonic() >= beat:
+                beat += HEARTBEAT_S
+                print(
+                    f"   {minutes(time.monotonic() - start)} "
+                    + ", ".join(f"{r.paper} {last_progress(r.log) if r.elapsed is None else 'done'}" for r in rehearsals),
+                    flush=True,
+                )
+    finally:  # interrupted: stop the Snakemake runs (each stops its jobs)
+        for r in rehearsals:
+            if r.proc is not None and r.proc.poll() is None:
+                r.proc.terminate()
+        for r in rehearsals:
+            if r.proc is not None:
+                r.proc.wait()
 
-    finals = sorted({p for rule, outs in paper_only.items() if REPORT_RULE.search(rule) for p in outs})
-    missing = [p for p in finals if not (workdir / p).is_file() or (workdir / p).stat().st_size == 0]
+
+def check_after(r: Rehearsal, env: dict[str, str]) -> None:
+    if r.proc.returncode != 0:
+        tail = r.log.read_text(errors="replace").splitlines()[-60:]
+        r.problems.append(
+            f"Snakemake failed after {minutes(r.elapsed)} (logs under {r.workdir}/results/logs; its output {r.log}, "
+            "which ends:\n    " + "\n    ".join(tail) + "\n)"
+        )
+        return
+    missing = missing_outputs(r.workdir, final_outputs(r.paper_plan))
     if missing:
-        raise SystemExit(f"{paper}: final tables/figures missing or empty: {missing}")
-    left = {r: len(o) for r, o in planned(workdir, overlay, env, everything=False).items() if r != "all" and o}
+        r.problems.append(f"final tables/figures missing or empty: {missing}")
+    left = pending_jobs(planned_jobs(r.workdir, r.configs, env, everything=False))
     if left:
-        raise SystemExit(f"{paper}: jobs still pending after the rehearsal: {left}")
-    summary = {
-        "paper": paper,
-        "configs": [str(Path(c).relative_to(REPO)) for c in overlay],
-        "elapsed_s": round(elapsed, 1),
+        r.problems.append(f"jobs still pending after the rehearsal: {left}")
+
+
+def summary_of(r: Rehearsal, cores: int, beside: list[str]) -> dict:
+    return {
+        "paper": r.paper,
+        "configs": [str(Path(c).relative_to(REPO)) for c in r.configs],
+        "elapsed_s": round(r.elapsed, 1),
         "cores": cores,
-        "jobs": {r: len(jobs) for r, jobs in rehearsal_plan.items()},
-        "rules_of_paper_config": sorted(paper_only),
-        "final_outputs": finals,
+        "side_by_side_with": beside,
+        "jobs": {rule: len(jobs) for rule, jobs in r.plan.items()},
+        "rules_of_paper_config": sorted(r.paper_plan),
+        "final_outputs": final_outputs(r.paper_plan),
     }
-    (workdir / "rehearsal.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"== {paper}: {sum(summary['jobs'].values())} jobs, {len(finals)} final tables/figures, {elapsed:.0f} s")
-    return summary
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("papers", nargs="*", help=f"any of {', '.join(PAPERS)} (default: all)")
-    parser.add_argument("--cores", type=int, default=2)
+    parser.add_argument("--cores", type=int, default=2, help="the machine's cores, which the papers' runs share")
     parser.add_argument("--root", type=Path, default=REPO / "results" / "rehearse")
-    parser.add_argument("--fresh", action="store_true", help="delete the paper's earlier rehearsal outputs first")
+    parser.add_argument("--fresh", action="store_true", help="delete the papers' earlier rehearsal outputs first")
     args = parser.parse_args(argv)
     unknown = [p for p in args.papers if p not in PAPERS]
     if unknown:
         parser.error(f"unknown paper(s) {unknown}; choose from {', '.join(PAPERS)}")
-    for paper in args.papers or PAPERS:
-        rehearse(paper, cores=args.cores, root=args.root.resolve(), fresh=args.fresh)
+    papers = list(dict.fromkeys(args.papers)) or list(PAPERS)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # so that run_all stops the runs it started
+    root = args.root.resolve()
+    start = time.monotonic()
+    fixtures = hub_fixtures.build(root / "fixtures")
+    env = rehearsal_env(fixtures)
+    rehearsals = [prepare(p, fixtures, root, fresh=args.fresh) for p in papers]
+
+    with ThreadPoolExecutor(max_workers=max(1, args.cores)) as pool:  # dry runs: a few seconds of CPU each
+        paper_plans = pool.map(lambda r: planned_jobs(root / f".plan-{r.paper}", r.configs[:1], env), rehearsals)
+        plans = pool.map(lambda r: planned_jobs(r.workdir, r.configs, env), rehearsals)
+        for r, paper_plan, plan in zip(rehearsals, paper_plans, plans, strict=True):
+            r.paper_plan, r.plan = paper_plan, plan
+    problems = [f"{r.paper}: {p}" for r in rehearsals for p in plan_problems(r.paper_plan, r.plan)]
+    if problems:
+        raise SystemExit("\n".join(problems))
+    print(f"== planned in {minutes(time.monotonic() - start)}: "
+          + ", ".join(f"{r.paper} {sum(len(j) for j in r.plan.values())} jobs" for r in rehearsals), flush=True)
+
+    run_all(rehearsals, env, args.cores)
+    with ThreadPoolExecutor(max_workers=max(1, args.cores)) as pool:
+        list(pool.map(lambda r: check_after(r, env), rehearsals))
+    for r in rehearsals:
+        if not r.problems:
+            summary = summary_of(r, args.cores, [o.paper for o in rehearsals if o is not r])
+            (r.workdir / "rehearsal.json").write_text(json.dumps(summary, indent=1) + "\n")
+        jobs = sum(len(j) for j in r.plan.values())
+        verdict = "ok" if not r.problems else "FAILED"
+        print(f"== {r.paper}: {verdict}, {jobs} jobs, {len(final_outputs(r.paper_plan))} final tables/figures, "
+              f"Snakemake {minutes(r.elapsed)}")
+    print(f"== rehearsals: {minutes(time.monotonic() - start)} in all")
+    failures = [f"{r.paper}: {p}" for r in rehearsals for p in r.problems]
+    if failures:
+        raise SystemExit("\n".join(failures))
     return 0
 
 
