@@ -343,6 +343,9 @@ predicted. A problem is one line on stderr that names the file or argument, what
 command exits with status 2 (a workflow job fails, with the same line on the terminal and in its log, and no
 traceback). A file that exists but cannot be read reads `<path>: not a readable <kind> (<the reader's reason>); <what
 to do>`. The configuration is validated against its schema before any job runs, naming the key and what is allowed.
+A damaged training checkpoint (a truncated or corrupt file in it) stops the rerun that would resume from
+it with `<checkpoint>: not a readable training checkpoint (<the reader's reason>); delete <checkpoint folder> to start
+the run afresh (only the newest checkpoint is kept)` (tested in `tests/core/test_engine.py`).
 
 The table is generated from `tests/core/test_errors_doc.py`, which feeds each input to the command, made from real
 small files and a tiny model, and checks that the line below is what it prints, word for word, and that nothing was
