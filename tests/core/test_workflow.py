@@ -379,7 +379,7 @@ def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tin
 
 
 def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
-    cfg = tiny_config(tmp_path, max_steps=60, checkpoint_every=5, eval_every=None, batch_size=8)
+    cfg = tiny_config(tmp_path, max_steps=24, checkpoint_every=5, eval_every=None, batch_size=8)
     ckpt_root = tmp_path / "results" / "_checkpoints" / "minilm" / "seed0"
     target = "results/models/minilm/seed0/training.json"
     # The target comes before --configfile, which takes several values and would swallow it.
@@ -406,7 +406,7 @@ def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
     snakemake(tmp_path, "--cores", WORKFLOW_CORES, "--rerun-incomplete", target, "--configfile", str(cfg))
     summary = json.loads((tmp_path / target).read_text())
     assert summary["resumed_from_step"] >= 5 and summary["resumed_from_step"] % 5 == 0
-    assert summary["steps"] == 60
+    assert summary["steps"] == 24
     assert not any(ckpt_root.rglob("state.json")), "checkpoints are removed after success"
 
 
