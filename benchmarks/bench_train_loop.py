@@ -67,7 +67,7 @@ features/s = windows trained on in the timed steps / timed seconds; ``pad %`` th
 are not real (padding, packed tails); tokens/s = features/s x the mean computed width. Ratios are against the fair
 Trainer in the same run.
 
-**Targets (a GPU, the steady state; issue 34):** ours with the CUDA defaults at least 2.0x the fair Trainer in
+**Targets (a GPU, the steady state):** ours with the CUDA defaults at least 2.0x the fair Trainer in
 features/s (the floor: 1.5x), on BERT-base (b32, L384) and on MiniLM (b16, L256); at least 1.3x the Trainer with
 ``torch_compile=True``; MFU at least 30 % on BERT-base; compile and capture of all shapes at most 90 s. The report
 prints each target with the device and by how much it is met or missed (on a CPU for reference only), and ours against

@@ -3,14 +3,14 @@
 # the CUDA-only tests, the training benchmark's BERT-base and MiniLM rows, then gpu_check.
 #
 #   here, once (a checkout with the project's environment and the data mirror):
-#       bash benchmarks/device/run_issue34.sh prepare     # -> .device/ (about 50 MB: wheels, MiniLM in fp16, the data)
+#       bash benchmarks/device/measure_gpu.sh prepare     # -> .device/ (about 50 MB: wheels, MiniLM in fp16, the data)
 #   on the GPU machine, from the repository root, .device/ carried beside the working tree:
-#       OUT=/some/folder bash benchmarks/device/run_issue34.sh [PART ...]
+#       OUT=/some/folder bash benchmarks/device/measure_gpu.sh [PART ...]
 #
 # PARTs, in this order by default: tests bertbase minilm gpu_check. Each starts only if what is left of BUDGET seconds
 # (default 570) covers its estimate (H200, cold compilation caches; docs/gpu.md), and runs under `timeout` with what is
 # left; a part that does not fit is skipped with the line to run it in a next call. Everything written goes into one
-# archive, $OUT/issue34.tar.gz, beside $OUT/summary.txt (the machine, each part's exit status and its key lines).
+# archive, $OUT/gpu-measurements.tar.gz, beside $OUT/summary.txt (the machine, each part's exit status and its key lines).
 set -o pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 D=$ROOT/.device
@@ -61,7 +61,7 @@ BUDGET=${BUDGET:-570}
 left() { echo $(( BUDGET - ($(date +%s) - T0) )); }
 O=${OUT:-$(mktemp -d)}
 W=$(mktemp -d)
-R=$W/issue34  # what the archive holds
+R=$W/gpu-measurements  # what the archive holds
 mkdir -p "$O" "$R"
 SUMMARY=$O/summary.txt
 say() { echo "$*" | tee -a "$SUMMARY"; }
@@ -141,5 +141,5 @@ for b in bertbase minilm; do
     [ -f "$R/bench_$b.md" ] && sed -n '/^| variant/,/^$/p;/^- compile/p;/^Targets/,/^timing/p' "$R/bench_$b.md" >> "$SUMMARY"
 done
 [ -f "$R/gpu_check/gpu_check.md" ] && cat "$R/gpu_check/gpu_check.md" >> "$SUMMARY"
-tar -czf "$O/issue34.tar.gz" -C "$W" issue34
-say "== done in $(( $(date +%s) - T0 )) s: $O/summary.txt, $O/issue34.tar.gz"
+tar -czf "$O/gpu-measurements.tar.gz" -C "$W" gpu-measurements
+say "== done in $(( $(date +%s) - T0 )) s: $O/summary.txt, $O/gpu-measurements.tar.gz"
