@@ -88,6 +88,7 @@ def rehearsal_env(fixtures: Path) -> dict[str, str]:
         HF_DATASETS_OFFLINE="1",
         TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
+        SPURIOUS_CHECK_FIGURES="1",  # every figure at the paper's layout (all heuristics, features, methods) checked
     )
     return env
 

@@ -18,7 +18,7 @@ from tests.core.test_workflow import snakemake, tiny_config
 @pytest.fixture(scope="module")
 def tiny_debias_run(tmp_path_factory):
     """The debiasing chain end to end on the tiny config: a bias model, teacher/bias logits, the plain control, LMix's
-    scale search (two values), ReSam, LMix and CReg, predictions on SQuAD and a 60-question NQ subset, and the
+    scale search (two values), ReSam, LMix and CReg, predictions on SQuAD and a 20-question NQ subset, and the
     debiasing report (a few minutes).
 
     A 6-step model has no measurable bias, so the word-dist threshold is given (debias.fixed_thresholds) instead
@@ -33,7 +33,7 @@ def tiny_debias_run(tmp_path_factory):
     cfg["datasets"]["nq"] = {
         "task": "qa",
         "splits": {"dev": {"format": "squad_flat_json", "mirror_path": "naturalquestions_isbiased/nq_dev_formatted.json.gz"}},
-        "subsets": {"tiny": {"from": "dev", "max_examples": 60, "seed": 0}},
+        "subsets": {"tiny": {"from": "dev", "max_examples": 20, "seed": 0}},
     }
     cfg["evaluate"].append({"dataset": "nq", "split": "tiny"})
     cfg["debias"] = {
@@ -91,7 +91,7 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
             "minilm/creg/word-dist/seed0")  # fmt: skip
     for run in runs:
         m = json.loads((res / f"predictions/{run}/nq/tiny.metrics.json").read_text())
-        assert m["n"] == 60 and m["run"] == run
+        assert m["n"] == 20 and m["run"] == run
         r = json.loads((res / f"bias/{run}/squad/validation/ans-len.json").read_text())
         expected_method = run.split("/")[1] if run.count("/") >= 2 else "original"
         assert r["run"] == run and r["method"] == expected_method
