@@ -389,7 +389,8 @@ def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
     deadline = time.time() + 600
     try:
         while time.time() < deadline:
-            if ckpt_root.exists() and any(ckpt_root.rglob("state.json")):
+            # a whole checkpoint: not one still being written (.tmp-step-*), which a kill would leave unusable
+            if ckpt_root.exists() and any(not p.parent.name.startswith(".tmp-") for p in ckpt_root.rglob("state.json")):
                 break
             assert proc.poll() is None, "training finished or failed before a checkpoint was seen"
             time.sleep(0.5)
