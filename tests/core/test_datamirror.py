@@ -111,3 +111,12 @@ def test_a_missing_file_on_the_server_is_one_line_without_retries(sources, tmp_p
         with pytest.raises(urlfetch.FetchFailed, match=r"answered HTTP 404 \(Not Found\); check the URL$"):
             urlfetch.fetch_url(f"{server.url}/nowhere.tsv", tmp_path / "x.tsv")
         assert len(server.requests) == 1
+
+
+def test_the_docs_list_every_mirror_file_with_its_source_and_checksum():
+    from tests.conftest import REPO
+
+    text = (REPO / "docs" / "running.md").read_text()
+    for entry in datamirror.FILES:
+        row = next((line for line in text.splitlines() if line.startswith(f"| `{entry.target}` |")), "")
+        assert f"{entry.repo}@{entry.commit[:7]}" in row and entry.commit in row and entry.stored_sha256 in row, entry

@@ -248,3 +248,10 @@ def test_a_config_with_a_missing_file_fails_before_any_job(tmp_path):
     assert proc.returncode != 0
     assert (f"- datasets.extra.splits.test: data/extra/test.tsv is missing; get it from https://example.org/extra and "
             f"put it there (relative to {tmp_path}); its sha256 {'cd' * 32}, size 12") in proc.stdout + proc.stderr
+
+
+def test_the_rules_that_fetch_are_the_local_ones():
+    """Snakemake runs local rules itself (on a cluster's login node); only they may use the network."""
+    text = (REPO / "rules" / "data.smk").read_text()
+    block = re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.MULTILINE)
+    assert block and set(re.findall(r"\w+", block.group(1))) == {"download", "fetch_model", "fetch_file"}

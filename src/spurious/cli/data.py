@@ -9,25 +9,21 @@ from pathlib import Path
 EPILOG = """\
 examples:
   spurious data fetch --out mirror
-  spurious data fetch --out /scratch/$USER/spurious-mirror
-  spurious data fetch --out mirror --base-url http://127.0.0.1:8000     # the same paths from another host
-then:
-  export SPURIOUS_DATA_MIRROR=$PWD/mirror/data NLTK_DATA=$PWD/mirror/nltk_data
+  spurious data fetch --out /scratch/mirror --base-url http://127.0.0.1:8000
 """
 DESCRIPTION = """\
 Download the data mirror: SQuAD v1.1 dev, the NaturalQuestions dev subset of Think Twice's authors, GLUE SST-2
 train and dev, GLUE QNLI dev (OUT/data) and NLTK's stop words (OUT/nltk_data), each from a public GitHub repository
 at a pinned commit, checked against its sha256 and size, and stored byte for byte as the reference mirror (the .gz
 files as GNU `gzip -9 -n` writes them). An interrupted download resumes on the next run; a file that differs is
-refused, naming it. `make data` runs this into mirror/, which the Makefile then uses (docs/running.md#data)."""
+refused, naming it. Then point the workflow at it: SPURIOUS_DATA_MIRROR=OUT/data NLTK_DATA=OUT/nltk_data (the
+Makefile does so for mirror/, which `make data` builds; docs/running.md#data)."""
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    data = sub.add_parser("data", help="the data mirror the tests and demos use: spurious data fetch --out DIR",
-                          description="The data mirror the tests and demos use.")
-    actions = data.add_subparsers(dest="action", required=True, metavar="ACTION")
-    p = actions.add_parser("fetch", help="download the data mirror into a folder, every file checked",
-                           description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = sub.add_parser("data", help="the data mirror the tests and demos use, from its public sources (data fetch)",
+                       description=DESCRIPTION, epilog=EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("action", choices=("fetch",), help="fetch: download the data mirror into --out, every file checked")
     p.add_argument("--out", required=True, type=Path, metavar="DIR",
                    help="the mirror folder (created): DIR/data and DIR/nltk_data")
     p.add_argument("--base-url", default=os.environ.get("SPURIOUS_DATA_BASE_URL"), metavar="URL",
