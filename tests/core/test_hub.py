@@ -55,9 +55,11 @@ def test_record_names_are_one_file_per_checkpoint_and_revision(tmp_path):
     assert re.fullmatch(r"local--my_model-[0-9a-f]{10}", hub.model_ref(str(tmp_path / "my_model")))
     cfg = {"models": {"a": {"checkpoint": "org/x"}, "b": {"checkpoint": "org/x"}, "c": {"checkpoint": "org/x",
                                                                                       "revision": "v2"}},
-           "lexical": {"models": {"bilstm": {"init": "bilstm"}}}}
+           "lexical": {"models": {"bilstm": {"init": "bilstm"}}},
+           "audit": {"mine": {"model": "org/y", "task": "qa"}, "ours": {"model": "results/models/a/seed0/model"}}}
     assert hub.fetched_models(cfg) == {"org--x": {"checkpoint": "org/x", "revision": None, "where": "models.a"},
-                                       "org--x@v2": {"checkpoint": "org/x", "revision": "v2", "where": "models.c"}}
+                                       "org--x@v2": {"checkpoint": "org/x", "revision": "v2", "where": "models.c"},
+                                       "org--y": {"checkpoint": "org/y", "revision": None, "where": "audit.mine.model"}}
 
 
 def test_a_revision_on_a_package_or_local_model_is_a_startup_problem(tmp_path):
@@ -245,9 +247,13 @@ def test_a_config_with_a_missing_file_fails_before_any_job(tmp_path):
         "fetch": {"where": "https://example.org/extra", "sha256": "cd" * 32, "size": 12}}}}
     config.write_text(yaml.safe_dump(cfg))
     proc = _snakemake(tmp_path, "-n", "--configfile", str(config))
-    assert proc.returncode != 0
-    assert (f"- datasets.extra.splits.test: data/extra/test.tsv is missing; get it from https://example.org/extra and "
-            f"put it there (relative to {tmp_path}); its sha256 {'cd' * 32}, size 12") in proc.stdout + proc.stderr
+    message = (f"datasets.extra.splits.test: data/extra/test.tsv is missing; get it from https://example.org/extra and "
+               f"put it there (relative to {tmp_path}); its sha256 {'cd' * 32}, size 12")
+    assert proc.returncode != 0 and f"- {message}" in proc.stdout + proc.stderr
+    # and `spurious plan`, which plans with Snakemake in the same working directory
+    plan = subprocess.run([sys.executable, "-m", "spurious.cli", "plan", "--configfile", str(config), "--directory",
+                           str(tmp_path)], capture_output=True, text=True)
+    assert plan.returncode == 2 and message in plan.stderr, plan.stderr[-2000:]
 
 
 def test_the_rules_that_fetch_are_the_local_ones():

@@ -148,11 +148,18 @@ def config_models(cfg: Mapping[str, Any]) -> Iterator[tuple[str, Mapping[str, An
     yield from walk(cfg, "")
 
 
+def audited_models(cfg: Mapping[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """The models of the config's ``audit`` section that the workflow does not build (not under ``results/``), as
+    model entries: a hub id, a package model or a local folder, which a local rule fetches like any other."""
+    return [(f"audit.{name}.model", {"checkpoint": spec["model"]})
+            for name, spec in (cfg.get("audit") or {}).items() if not str(spec["model"]).startswith("results/")]
+
+
 def fetched_models(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     """Record ref -> {checkpoint, revision, where} of every model a config names (one entry per checkpoint and
-    revision, however many entries name it)."""
+    revision, however many entries name it), the audited ones included."""
     found: dict[str, dict[str, Any]] = {}
-    for where, entry in config_models(cfg):
+    for where, entry in [*config_models(cfg), *audited_models(cfg)]:
         checkpoint, revision = entry["checkpoint"], entry.get("revision")
         found.setdefault(model_ref(checkpoint, revision), {"checkpoint": checkpoint, "revision": revision, "where": where})
     return found
@@ -295,10 +302,18 @@ def _fetch_hub_model(repo_id: str, revision: str | None) -> FetchRecord:
     commit = revision
     try:
         if not hub_offline():
-            info = HfApi().model_info(repo_id, revision=revision)
-            commit = info.sha
-            patterns = model_file_patterns(s.rfilename for s in info.siblings or [])
-            log.info("%s: revision %s resolves to commit %s; fetching %s", repo_id, revision or "main", commit, patterns)
+            try:
+                info = HfApi().model_info(repo_id, revision=revision)
+            except HfHubHTTPError:
+                raise
+            except Exception as exc:  # the hub cannot be reached: snapshot_download falls back to the cache
+                log.warning("%s: the hub cannot be reached (%s: %s); looking in the cache", repo_id,
+                            type(exc).__name__, exc)
+            else:
+                commit = info.sha
+                patterns = model_file_patterns(s.rfilename for s in info.siblings or [])
+                log.info("%s: revision %s resolves to commit %s; fetching %s", repo_id, revision or "main", commit,
+                         patterns)
         folder = Path(snapshot_download(repo_id, revision=commit, allow_patterns=patterns))
     except LocalEntryNotFoundError as exc:
         raise FetchError(
