@@ -29,12 +29,12 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Iterable, Iterator, Mapping, MutableMapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, MutableMapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spurious.core import models
+from spurious.core import models, urlfetch
 from spurious.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -398,27 +398,19 @@ def load_hub_dataset(name: str, config_name: str | None, split: str, revision: s
     return ds, info
 
 
-def sha256_of(path: str | os.PathLike, chunk: int = 1 << 22) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as fh:
-        while block := fh.read(chunk):
-            digest.update(block)
-    return digest.hexdigest()
-
-
 def dataset_record(name: str, attrs: Mapping[str, Any], source: str, *, rows: int, file_record: str | None = None,
                    expected: Mapping[str, Any] | None = None) -> FetchRecord:
     """The record of a dataset split that ``download`` loaded: from the hub (``attrs["hub"]``, set by the loaders)
     or from a file (``source``, its path), whose sha256 and size are recorded and checked against ``expected`` (the
     config's ``fetch`` checksum) or, for a fetched file, against its fetch record ``file_record``."""
-    hub = attrs.get("hub")
-    if hub:
-        return FetchRecord(kind="dataset", name=name, source="hub", local_path=hub["cache"], fetched_at=now(),
-                           repo_id=hub["repo_id"], requested_revision=hub["requested_revision"],
-                           revision=hub["revision"], details={k: hub.get(k) for k in ("config", "split", "subset")}
-                           | {"rows": rows})
+    loaded = attrs.get("hub")
+    if loaded:
+        return FetchRecord(kind="dataset", name=name, source="hub", local_path=loaded["cache"], fetched_at=now(),
+                           repo_id=loaded["repo_id"], requested_revision=loaded["requested_revision"],
+                           revision=loaded["revision"],
+                           details={k: loaded.get(k) for k in ("config", "split", "subset")} | {"rows": rows})
     path = Path(source)
-    sha, size = sha256_of(path), path.stat().st_size
+    sha, size = urlfetch.sha256_of(path), path.stat().st_size
     want = dict(expected or {})
     url = None
     if file_record is not None:
@@ -465,11 +457,9 @@ def missing_file_problems(cfg: Mapping[str, Any], mirror: str | os.PathLike | No
 
 
 def fetch_file(url: str, dest: str | os.PathLike, *, sha256: str | None = None, size: int | None = None,
-               log_fn: Any = None) -> FetchRecord:
+               log_fn: Callable[[str], None] | None = None) -> FetchRecord:
     """Download ``url`` to ``dest`` (resumed when interrupted; checked against ``sha256`` and ``size`` where given,
     else recorded) and return its record."""
-    from spurious.core import urlfetch
-
     got_sha, got_size = urlfetch.fetch_url(url, dest, sha256=sha256, size=size, log=log_fn)
     return FetchRecord(kind="file", name=str(dest), source="url", local_path=str(Path(dest).resolve()),
                        fetched_at=now(), sha256=got_sha, size=got_size, url=url,
