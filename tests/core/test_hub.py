@@ -119,7 +119,8 @@ def test_a_damaged_record_is_one_line_naming_the_file(tmp_path, text, message):
 
 
 def test_a_job_loads_through_its_record_and_nothing_else(hub_cache, tmp_path, clean_registry, caplog, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in hub.OFFLINE_VARS:
+        monkeypatch.setenv(name, "1")
     record_path = tmp_path / "results" / "sources" / "models" / "org--tiny.json"
     hub.write_record(hub.fetch_model("org/tiny"), record_path)
     with caplog.at_level(logging.INFO, logger="spurious.core.models"):
@@ -130,7 +131,7 @@ def test_a_job_loads_through_its_record_and_nothing_else(hub_cache, tmp_path, cl
         models.resolve_model("org/tiny")  # logged once
     loads = [json.loads(r.getMessage().removeprefix("model load: ")) for r in caplog.records]
     assert loads == [{"name": "org/tiny", "path": folder, "source": "fetched", "revision": COMMIT,
-                      "record": str(record_path), "hf_hub_offline": "1"}]
+                      "record": str(record_path), "offline": dict.fromkeys(hub.OFFLINE_VARS, "1")}]
     with pytest.raises(models.ModelResolutionError, match=r"^org/other: no fetch record among this job's inputs"):
         models.resolve_model("org/other")
     with pytest.raises(models.ModelResolutionError, match="no fetch record"):

@@ -21,7 +21,9 @@ none) and, for each such rule, every model and method the paper config gives it 
 * nothing is left to do (a dry run of the same configs plans no job);
 * every model a job loaded (the ``model load:`` lines of the job logs) is a fetched local folder at a recorded
   revision: the snapshot of the commit its fetch record names (the one the hub cache resolved when the local rule
-  fetch_model ran), loaded with ``HF_HUB_OFFLINE=1``, or a model trained in the run; every job that takes a model's
+  fetch_model ran), loaded with the hub offline (``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE`` and
+  ``TRANSFORMERS_OFFLINE`` = 1; the rehearsal leaves the last unset, the workflow sets it for every job), or a model
+  trained in the run; every job that takes a model's
   fetch record loads that model through it; every hub dataset split records the commit it was loaded at.
 
 The files a paper config fetches from a URL (``fetch.url``: HANS, the GLUE diagnostics) are fetched by the rule
@@ -92,13 +94,15 @@ def rehearsal_env(fixtures: Path) -> dict[str, str]:
     shared_nltk = Path(os.environ.get("SPURIOUS_SHARED", REPO.parent / "shared")) / "nltk_data"
     if "NLTK_DATA" not in env and shared_nltk.is_dir():  # as the Makefile does
         env["NLTK_DATA"] = str(shared_nltk)
+    # the hub and datasets switches as a login node without network has them (the local rules that fetch read them);
+    # TRANSFORMERS_OFFLINE is left unset, so that the jobs' "1" (load_problems) is the one the workflow gives them
+    env.pop("TRANSFORMERS_OFFLINE", None)
     env.update(
         HF_HOME=str(fixtures / "hf"),
         HF_HUB_CACHE=str(fixtures / "hf" / "hub"),
         HF_DATASETS_CACHE=str(fixtures / "hf" / "datasets"),
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
         SPURIOUS_CHECK_FIGURES="1",  # every figure at the paper's layout (all heuristics, features, methods) checked
     )
@@ -353,7 +357,8 @@ def load_entry_problems(entry: dict, records: dict, workdir: Path, hub_cache: Pa
     """What is wrong with one model load: not offline, not through a record that matches the folder, or a local
     folder that is not a model trained in this run."""
     name, path = entry["name"], Path(entry["path"])
-    problems = [] if entry.get("hf_hub_offline") == "1" else [f"{name} loaded with HF_HUB_OFFLINE={entry.get('hf_hub_offline')!r}"]
+    online = {k: v for k, v in entry["offline"].items() if v != "1"}
+    problems = [f"{name} loaded with the hub not offline: {online}"] if online else []
     if entry["source"] == "local":
         if not path.is_relative_to(workdir.resolve()):
             problems.append(f"{name} loaded from {path}, neither fetched nor trained in this run")

@@ -7,7 +7,7 @@ through the ``Auto*`` classes, so any ``AutoModelForQuestionAnswering``-compatib
 In a workflow job, a hub or package model is loaded only through its fetch record (``spurious.core.hub``): the job
 registers the records among its inputs (:func:`use_fetched`), every name resolves to the fetched local folder, and a
 hub id or package model without a record is an error (:func:`require_fetched`); each model a job loads is logged once
-(``model load: {...}``: name, folder, revision, record, ``HF_HUB_OFFLINE``).
+(``model load: {...}``: name, folder, revision, record, the hub's offline switches).
 """
 
 from __future__ import annotations
@@ -70,7 +70,8 @@ def _log_load(name: str, path: str, source: str, fetched: _Fetched | None = None
         return
     _LOGGED.add(name)
     entry = {"name": name, "path": path, "source": source, "revision": fetched.revision if fetched else None,
-             "record": fetched.record if fetched else None, "hf_hub_offline": os.environ.get("HF_HUB_OFFLINE")}
+             "record": fetched.record if fetched else None,
+             "offline": {v: os.environ.get(v) for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}}
     log.info("model load: %s", json.dumps(entry))
 
 
