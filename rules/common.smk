@@ -32,12 +32,10 @@ def split_file(dataset, split):
 
 # Fetch records (spurious.core.hub): the local rules fetch_model, fetch_file and download write them; every job that
 # loads a model takes its model's record as an input, and loads the fetched folder through it, offline.
-FETCHED_MODELS = hub.fetched_models(
-    config
-)  # record file name -> {checkpoint, revision, where}
-FETCHED_FILES = hub.file_fetches(
-    config
-)  # path -> {url, sha256, size, where}: files a split is read from
+# record file name -> {checkpoint, revision, where}
+FETCHED_MODELS = hub.fetched_models(config)
+# path -> {url, sha256, size, where}: the files splits are read from that the config says where to get
+FETCHED_FILES = hub.file_fetches(config)
 FETCHED_FILE = (
     "|".join(re.escape(p) for p, f in FETCHED_FILES.items() if f.get("url")) or "(?!)"
 )
