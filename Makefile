@@ -15,11 +15,15 @@ TORCH_SPEC ?= $(TORCH_PIN)
 LOCK ?= requirements.lock
 DEV_LOCK ?= $(if $(LOCK),requirements-dev.lock)
 
-# Offline data: ../shared (beside the clone) when it exists. SPURIOUS_DATA_MIRROR takes precedence over the hub;
-# with a mirror the run is offline (HF_HUB_OFFLINE=1), so nothing ever touches the network.
-SHARED ?= $(abspath ../shared)
+# Offline data: the data mirror, a folder holding data/ and nltk_data/: ../shared beside the clone when it exists, else
+# mirror/, which `make data` builds from the public sources (below). SPURIOUS_DATA_MIRROR takes precedence over the
+# hub; with a mirror the run is offline (HF_HUB_OFFLINE=1), so nothing ever touches the network. SPURIOUS_SHARED tells
+# the tests where it is.
+MIRROR ?= mirror
+SHARED ?= $(if $(wildcard ../shared/data),$(abspath ../shared),$(abspath $(MIRROR)))
 ifneq ($(wildcard $(SHARED)/data),)
 export SPURIOUS_DATA_MIRROR ?= $(SHARED)/data
+export SPURIOUS_SHARED ?= $(SHARED)
 export HF_HUB_OFFLINE ?= 1
 export HF_DATASETS_OFFLINE ?= 1
 endif
@@ -33,7 +37,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # and --configfile take every word that follows them).
 refresh_index = $(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) results/index.html --forcerun index $(1)
 
-.PHONY: plan install install-dev lock config-docs demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
+.PHONY: plan install install-dev lock config-docs data demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -85,6 +89,14 @@ install-dev: $(VENV)/.installed-dev
 config-docs:
 	@test -x $(BIN)/python || { echo "config-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
 	$(BIN)/python -m spurious.core.config_docs
+
+# The data mirror from its public sources (`spurious data fetch`, docs/running.md#data) into $(MIRROR)/ (data/ and
+# nltk_data/): each file from a public GitHub repository at a pinned commit, checked against its sha256 and stored
+# byte for byte as the reference mirror (GNU gzip compresses the .gz files). Later `make` runs use it as they use
+# ../shared (run `make data`, then the other targets). DATA_BASE_URL=http://host:port fetches the same paths from
+# another host (a local copy).
+data: install
+	$(BIN)/spurious data fetch --out $(MIRROR) $(if $(DATA_BASE_URL),--base-url $(DATA_BASE_URL))
 
 # The main workflow on the embedded config.yaml (offline, CPU; budget: 30 min on 2 cores), then the HTML report.
 # Budgets are what a target is designed to stay under; measured times: docs/measured-results.md.

@@ -3,14 +3,29 @@
 Run `snakemake --cores 2` (the embedded config.yaml) or `snakemake --configfile configs/<name>.yaml`.
 """
 
+import os
 from pathlib import Path
 
+from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
+from spurious.core import hub
 from spurious.core.config import validate_config
 from spurious.core.slurm import apply_size_requests, check_workflow, is_slurm_run
 
 min_version("9.27")
+
+
+# No silent environment: conda deployment would run every rule in an environment resolved from envs/spurious.yaml's
+# ranges on the day it is built, not in the tested one made from the lock files; it is refused at once, in one line.
+try:
+    hub.refuse_conda(workflow.deployment_settings.deployment_method)
+except hub.DeploymentRefused as exc:
+    raise WorkflowError(str(exc)) from None
+
+# No job but the local rules (fetch_model, fetch_file, download) touches the network: every other job runs with the
+# hub offline (jobs on SLURM inherit this environment) and loads what the local rules fetched (spurious.core.hub).
+hub.offline_jobs()
 
 
 # config.yaml is the embedded default; a --configfile REPLACES it (Snakemake would merge the two otherwise,
@@ -24,6 +39,14 @@ if not workflow.overwrite_configfiles:
 config = validate_config(
     config, Path(workflow.basedir) / "schemas" / "config.schema.yaml"
 )
+
+# Before any job: a revision on a model that has none, a file a split is read from that is missing and that no rule
+# can fetch (named with where to get it and its checksum), so that `snakemake -n` and `spurious plan` fail too.
+_problems = hub.startup_problems(config, os.environ.get("SPURIOUS_DATA_MIRROR"))
+if _problems:
+    raise WorkflowError(
+        "this config cannot run as it is:\n" + "\n".join(f"- {p}" for p in _problems)
+    )
 
 
 wildcard_constraints:

@@ -3,7 +3,7 @@
 
 Usage::
 
-    SPURIOUS_DATA_MIRROR=../shared/data NLTK_DATA=../shared/nltk_data python benchmarks/bench_audit.py [--json OUT]
+    SPURIOUS_DATA_MIRROR=mirror/data NLTK_DATA=mirror/nltk_data python benchmarks/bench_audit.py [--json OUT]
 
 The audited model is all-MiniLM-L6-v2 (the embedded checkpoint) with a span-extraction head initialised from a fixed
 seed and saved with its tokenizer: the work per question (tokenisation, the forward passes over every window, the

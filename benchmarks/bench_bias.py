@@ -19,6 +19,7 @@ time exceeds the budget (5 s).
 from __future__ import annotations
 
 import argparse
+import os
 import re
 import statistics
 import sys
@@ -32,7 +33,8 @@ from spurious.core.data import load_squad_json
 from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import DROP_NEGATIVE_HEURISTICS, search_thresholds
 
-DEFAULT_DATA = Path("/work/shared/data/squad_v1.1/dev-v1.1.json.gz")
+# the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR), else ../shared beside the checkout
+DEFAULT_DATA = Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz"
 _WORD = re.compile(r"\w+")
 
 

@@ -2,7 +2,7 @@
 
 Usage::
 
-    NLTK_DATA=/work/shared/nltk_data python benchmarks/bench_heuristics.py [--threads 2] [--n-baseline 200]
+    NLTK_DATA=mirror/nltk_data python benchmarks/bench_heuristics.py [--threads 2] [--n-baseline 200]
 
 *Ours* is :func:`spurious.thinktwice.heuristics.compute_heuristics` on the full file (10,570 questions), timed end to end:
 spaCy model load, TF-IDF fit (on the dev contexts, one per question) and all seven heuristics.
@@ -33,8 +33,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-DEFAULT_DATA = Path("/work/shared/data/squad_v1.1/dev-v1.1.json.gz")
-DEFAULT_NLTK_DATA = Path("/work/shared/nltk_data")
+# the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR and NLTK_DATA), else ../shared
+DEFAULT_DATA = Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz"
+DEFAULT_NLTK_DATA = Path(os.environ.get("NLTK_DATA") or DEFAULT_DATA.parents[2] / "nltk_data")
 
 
 def _cpu_seconds() -> tuple[float, float]:

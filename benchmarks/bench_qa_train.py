@@ -12,6 +12,7 @@ import argparse
 import json
 import os
 import time
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -22,7 +23,8 @@ from spurious.core.qa import epoch_order, featurize, pick_device, predict_with_m
 from spurious.core.qa.inference import _plain_loss
 from spurious.core.training import autocast, to_device
 
-DEFAULT_DATA = "/work/shared/data/squad_v1.1/dev-v1.1.json.gz"
+# the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR), else ../shared beside the checkout
+DEFAULT_DATA = str(Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz")
 
 
 def bench_train(

@@ -113,7 +113,7 @@ from spurious.core.models import load_qa_model, load_tokenizer, quiet_transforme
 from spurious.core.qa import DEFAULT_SETTINGS, QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
 from spurious.core.training import pad_multiple, padded_width
 
-DEFAULT_MIRROR = "/work/shared/data"
+DEFAULT_MIRROR = str(Path(__file__).resolve().parents[2] / "shared" / "data")  # else $SPURIOUS_DATA_MIRROR
 SQUAD_DEV = "squad_v1.1/dev-v1.1.json.gz"
 VALID_QUESTIONS = 16  # train_qa needs a validation frame; it is evaluated once, after the last (timed) step
 # The fair Trainer's DataCollatorWithPadding(pad_to_multiple_of=...): 8 on CUDA, as the transformers docs recommend

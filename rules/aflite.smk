@@ -79,6 +79,7 @@ rule aflite_warmup:
     """Fine-tune the encoder on the warm-up fraction; its representations are what AFLite filters on."""
     input:
         train="results/aflite/text/{dataset}/data/warmup.parquet",
+        fetched=lambda w: model_record(aflite_representation()),
     output:
         model=directory("results/aflite/text/{dataset}/warmup/model"),
         summary="results/aflite/text/{dataset}/warmup/training.json",
@@ -108,6 +109,11 @@ rule aflite_embed:
     user's features (representation.source file)."""
     input:
         unpack(aflite_embed_inputs),
+        fetched=lambda w: (
+            model_record(aflite_representation())
+            if aflite_representation()["source"] == "frozen"
+            else []
+        ),
     output:
         pool="results/aflite/text/{dataset}/embeddings/pool.npy",
         dev="results/aflite/text/{dataset}/embeddings/dev.npy",
@@ -216,6 +222,7 @@ rule aflite_train_classifier:
     input for the OOD sets."""
     input:
         train="results/aflite/text/{dataset}/data/train_{train_set}.parquet",
+        fetched=lambda w: model_record(AFLITE_TEXT["models"][w.model]),
     output:
         model=directory(
             "results/aflite/text/{dataset}/models/{model}/{train_set}/{inputs}/seed{seed}/model"

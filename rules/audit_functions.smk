@@ -12,6 +12,8 @@ def audit_inputs(wildcards):
     inputs = {}
     if spec["model"].startswith("results/"):
         inputs["model"] = spec["model"]
+    else:  # a hub id, a package model or a local folder: loaded through its fetch record
+        inputs["fetched"] = model_record({"checkpoint": spec["model"]})
     for key in ("data", "train", "tfidf_reference"):
         if spec.get(key):
             inputs[key] = split_file(spec[key]["dataset"], spec[key]["split"])

@@ -5,9 +5,11 @@
 import hashlib
 import json
 import os
+import re
 
 from snakemake.io import is_flagged
 
+from spurious.core import hub
 from spurious.core.config import RuleSettings, result_settings
 
 
@@ -26,6 +28,38 @@ def split_file(dataset, split):
     if derive and split in ("train", "validation"):
         return f"results/data/{dataset}/derived_s{derive['seed']}/{split}.parquet"
     return f"results/data/{dataset}/{split}.parquet"
+
+
+# Fetch records (spurious.core.hub): the local rules fetch_model, fetch_file and download write them; every job that
+# loads a model takes its model's record as an input, and loads the fetched folder through it, offline.
+# record file name -> {checkpoint, revision, where}
+FETCHED_MODELS = hub.fetched_models(config)
+# path -> {url, sha256, size, where}: the files splits are read from that the config says where to get
+FETCHED_FILES = hub.file_fetches(config)
+FETCHED_FILE = (
+    "|".join(re.escape(p) for p, f in FETCHED_FILES.items() if f.get("url")) or "(?!)"
+)
+
+
+def model_record(entry):
+    """The fetch record of a config model entry (a mapping with `checkpoint` and an optional `revision`); nothing
+    for an entry without a checkpoint (the BiLSTM control)."""
+    if not entry or not entry.get("checkpoint"):
+        return []
+    return hub.model_record_path(entry["checkpoint"], entry.get("revision"))
+
+
+def download_inputs(wildcards):
+    """A split read from a path that the config says how to fetch: the file (fetched by fetch_file when it has a
+    url) and, for a fetched one, its fetch record; nothing for other splits."""
+    source = config["datasets"][wildcards.dataset]["splits"][wildcards.split]
+    path, fetch = source.get("path"), source.get("fetch")
+    if not (path and fetch):
+        return {}
+    inputs = {"file": path}
+    if fetch.get("url"):
+        inputs["file_record"] = hub.file_record_path(path)
+    return inputs
 
 
 def derive_inputs(wildcards):

@@ -3,14 +3,65 @@
 # first segment, or QNLI by SQuAD article with QNLI-style pairs from the other SQuAD questions).
 
 
+# The local rules are the only jobs that touch the network (Snakemake runs them itself, on the machine it runs on: the
+# login node of a cluster); every other job runs with the hub offline and reads what they fetched.
 localrules:
     download,
+    fetch_model,
+    fetch_file,
+
+
+rule fetch_model:
+    """Fetch a checkpoint the config names into the Hugging Face cache at its revision (or record the revision the
+    hub resolves now), or describe a package model or a local folder: its fetch record, which every job that loads
+    the model takes as an input (spurious.core.hub)."""
+    input:
+        lambda w: (
+            [FETCHED_MODELS[w.ref]["checkpoint"]]
+            if hub.is_local_checkpoint(FETCHED_MODELS[w.ref]["checkpoint"])
+            else []
+        ),
+    output:
+        "results/sources/models/{ref}.json",
+    log:
+        "results/logs/sources/fetch_model_{ref}.log",
+    wildcard_constraints:
+        ref=r"[^/]+",
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        checkpoint=lambda w: FETCHED_MODELS[w.ref]["checkpoint"],
+        revision=lambda w: FETCHED_MODELS[w.ref]["revision"],
+    script:
+        "../workflow_scripts/common/fetch_model.py"
+
+
+rule fetch_file:
+    """Download a file a split is read from (its fetch.url), checked against the config's sha256 and size (or its
+    checksum recorded, where the config gives none), and write its fetch record."""
+    output:
+        file="{fetched_file}",
+        record="results/sources/files/{fetched_file}.json",
+    log:
+        "results/logs/sources/fetch_file_{fetched_file}.log",
+    wildcard_constraints:
+        fetched_file=FETCHED_FILE,
+    conda:
+        "../envs/spurious.yaml"
+    params:
+        fetch=lambda w: FETCHED_FILES[w.fetched_file],
+    script:
+        "../workflow_scripts/common/fetch_file.py"
 
 
 rule download:
-    """Load one declared split (mirror > local path > hub), validate every record, write the normalised parquet."""
+    """Load one declared split (mirror > local path > hub), validate every record, write the normalised parquet and
+    the split's fetch record (the hub commit loaded, or the file's sha256)."""
+    input:
+        unpack(download_inputs),
     output:
         "results/data/{dataset}/{split}.parquet",
+        record="results/sources/datasets/{dataset}/{split}.json",
     log:
         "results/logs/data/download_{dataset}_{split}.log",
     conda:

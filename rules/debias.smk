@@ -20,6 +20,7 @@ rule train_bias_model:
         valid_unbiased=lambda w: debias_segments(
             debias_threshold_ref()["split"], w.heuristic
         )["unbiased"],
+        fetched=lambda w: model_record(config["models"][w.model]),
     output:
         model=directory("results/models/{model}/biasmodel/{heuristic}/seed{seed}/model"),
         summary="results/models/{model}/biasmodel/{heuristic}/seed{seed}/training.json",
@@ -55,6 +56,7 @@ rule feature_logits:
     input:
         model="results/models/{run}/model",
         data=lambda w: split_file(w.dataset, w.split),
+        fetched=lambda w: model_record(model_config(w)),
     output:
         logits="results/logits/{run}/{dataset}/{split}.npy",
         meta="results/logits/{run}/{dataset}/{split}.json",
@@ -83,6 +85,7 @@ rule train_plain:
     settings, initialisation and seed; it differs from them in the method only."""
     input:
         unpack(debiased_inputs),
+        fetched=lambda w: model_record(config["models"][w.model]),
     output:
         model=directory("results/models/{model}/plain/seed{seed}/model"),
         summary="results/models/{model}/plain/seed{seed}/training.json",
@@ -114,6 +117,7 @@ rule train_debiased:
     scale search's choice where debias.scale_search covers the method)."""
     input:
         unpack(debiased_inputs),
+        fetched=lambda w: model_record(config["models"][w.model]),
     output:
         model=directory("results/models/{model}/{method}/{heuristic}/seed{seed}/model"),
         summary="results/models/{model}/{method}/{heuristic}/seed{seed}/training.json",
@@ -151,6 +155,7 @@ rule scale_search_train:
     """A scale-search candidate: the method's debiased model for the search heuristic at one grid value."""
     input:
         unpack(scale_search_inputs),
+        fetched=lambda w: model_record(config["models"][w.model]),
     output:
         model=directory(
             "results/scale_search/{model}/{method}/{heuristic}/scale{scale}/seed{seed}/model"

@@ -90,6 +90,7 @@ rule lexical_train:
     Resumable checkpoints live outside the outputs, keyed by the settings."""
     input:
         unpack(lexical_train_inputs),
+        fetched=lambda w: model_record(LEXICAL["models"][w.model]),
     output:
         model=directory(
             "results/lexical/{dataset}/models/{model}/{weighting}/seed{seed}/model"

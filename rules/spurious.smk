@@ -67,6 +67,7 @@ rule spurious_train:
     input:
         train="results/spurious/{dataset}/data/{category}/{fvalue}/train.parquet",
         dev="results/spurious/{dataset}/data/{category}/{fvalue}/dev.parquet",
+        fetched=lambda w: model_record(SPURIOUSBENCH["models"][w.model]),
     output:
         model=directory(
             "results/spurious/{dataset}/models/{category}/{fvalue}/{model}/{sb_method}/seed{seed}/model"
@@ -132,6 +133,7 @@ rule spurious_icl:
         train="results/spurious/{dataset}/data/{category}/{fvalue}/train.parquet",
         test="results/spurious/{dataset}/data/{category}/{fvalue}/test.parquet",
         dev="results/spurious/{dataset}/data/{category}/{fvalue}/dev.parquet",
+        fetched=lambda w: model_record(SPURIOUSBENCH["models"][w.model]),
     output:
         predictions="results/spurious/{dataset}/predictions/{category}/{fvalue}/{model}/icl/seed{seed}.parquet",
         metrics="results/spurious/{dataset}/predictions/{category}/{fvalue}/{model}/icl/seed{seed}.metrics.json",

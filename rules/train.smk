@@ -7,6 +7,7 @@ rule train:
     """Fine-tune an extractive QA model on the configured train split (early stopping on the validation split)."""
     input:
         unpack(train_inputs),
+        fetched=lambda w: model_record(model_config(w)),
     output:
         model=directory("results/models/{model}/seed{seed}/model"),
         summary="results/models/{model}/seed{seed}/training.json",

@@ -1,4 +1,5 @@
-"""Shared fixtures: the real data from ../shared (the offline mirror) and the repository root."""
+"""Shared fixtures: the real data from the data mirror (``$SPURIOUS_SHARED``, else ../shared; ``make data`` builds one
+in mirror/ and the Makefile points ``SPURIOUS_SHARED`` at it) and the repository root."""
 
 from __future__ import annotations
 
@@ -36,7 +37,8 @@ def pytest_configure(config: pytest.Config) -> None:
 
         torch.set_num_threads(1)
     if not SQUAD_DEV.exists():
-        raise pytest.UsageError(f"the real test data is missing: {SQUAD_DEV} (clone ../shared beside the repository)")
+        raise pytest.UsageError(f"the real test data is missing: {SQUAD_DEV} (run `make data`, which builds the data "
+                                "mirror in mirror/, or set SPURIOUS_SHARED to a mirror)")
 
 
 # The files with a tiny workflow run, slowest first (measured on 2 cores): under xdist they start first, so that no

@@ -105,7 +105,8 @@ def test_paper_aflite_ood_models_are_trained_on_snli_filtered_to_182k(tmp_path):
     # only, the warm-up and embeddings shared with Tables 3-4)
     for kind in ("random", "aflite"):
         train = by_output[f"results/aflite/text/snli/models/roberta_large/{kind}_n182k/full/seed0/model"]
-        assert train["input"] == f"results/aflite/text/snli/data/train_{kind}_n182k.parquet"
+        assert train["input"] == (f"results/aflite/text/snli/data/train_{kind}_n182k.parquet, "
+                                  "results/sources/models/roberta-large.json")  # and the checkpoint's fetch record
     sets = by_output["results/aflite/text/snli/data/train_random_n182k.parquet"]
     assert sets["rule"] == "aflite_variant_training_sets"
     assert sets["input"].split(", ")[1] == "results/aflite/text/snli/filter_n182k/instances.parquet"

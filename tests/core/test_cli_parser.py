@@ -29,6 +29,7 @@ MINIMAL = {
     "lexical-test": ["lexical-test", "train.tsv", "test.tsv", "p.csv"],
     "audit": ["audit", "model", "--task", "qa", "--out", "out"],
     "plan": ["plan", "--configfile", "c.yaml"],
+    "data": ["data", "fetch", "--out", "mirror"],
 }
 
 

@@ -7,7 +7,6 @@ import json
 import re
 import string
 from collections import Counter
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -15,8 +14,7 @@ import pytest
 
 from spurious.core.data import load_squad_json
 from spurious.core.metrics import evaluate, exact_match, f1_score, normalize_answer, score_predictions
-
-SQUAD_DEV = Path("/work/shared/data/squad_v1.1/dev-v1.1.json.gz")
+from tests.conftest import SQUAD_DEV
 
 
 def _frame(rows: list[tuple[str, list[str]]]) -> pd.DataFrame:

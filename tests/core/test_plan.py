@@ -61,10 +61,11 @@ def test_snakemake_plans_every_job_of_the_config(planned):
     counts = {}
     for job in planned["jobs"]:
         counts[job.rule] = counts.get(job.rule, 0) + 1
-    # two downloads, the heuristics of validation, two trainings and predictions, one search per model, the tables,
-    # the index page of results/
+    # two downloads, two checkpoints fetched, the heuristics of validation, two trainings and predictions, one search
+    # per model, the tables, the index page of results/
     assert counts == {
-        "download": 2, "heuristics": 1, "train": 2, "predict": 2, "bias": 2, "report_tables": 1, "index": 1,
+        "download": 2, "fetch_model": 2, "heuristics": 1, "train": 2, "predict": 2, "bias": 2, "report_tables": 1,
+        "index": 1,
     }
 
 
@@ -116,11 +117,11 @@ def test_the_command_prints_the_table_with_its_basis(planned, tmp_path, capsys):
     out_json = tmp_path / "plan.json"
     assert main(["plan", "--configfile", str(planned["cfg"]), "--json", str(out_json)]) == 0
     out = capsys.readouterr().out
-    assert "| train | 2 | 2 | 0.1 |" in out and "| **total** | **11** | **4** |" in out
+    assert "| train | 2 | 2 | 0.1 |" in out and "| **total** | **13** | **4** |" in out
     assert "MiniLM-L6 QA, batch 16, max_length 256: 19.2 ms/step at 4,076 tokens/step, NVIDIA H200" in out
     assert "5,586 steps (2 epochs × ceil(89,351 / 32)" in out and "Formula: GPU-hours =" in out
     payload = json.loads(out_json.read_text())
-    assert payload["total"]["jobs"] == 11 and payload["total"]["gpu_jobs"] == 4
+    assert payload["total"]["jobs"] == 13 and payload["total"]["gpu_jobs"] == 4
     assert main(["plan", "--configfile", str(tmp_path / "missing.yaml")]) == 2
     assert "missing.yaml: no such config file" in capsys.readouterr().err
 

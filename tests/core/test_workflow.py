@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import gzip
+import hashlib
 import json
 import os
 import re
@@ -19,6 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from spurious.core import hub
 from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -203,6 +205,10 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     for model in ("bert_base_cased", "roberta_base", "roberta_large", "electra_base", "roberta_large_triviaqa"):
         assert f"results/models/{model}/seed0/training.json" in proc.stdout
     assert "results/bias_fixed/roberta_large_nq/seed0/squad/validation/word-dist.json" in proc.stdout
+    # every checkpoint fetched once, by a local rule (on the login node), before the GPU jobs that load it
+    assert counts["fetch_model"] == 4 and "gpu" not in resources["fetch_model"]
+    for ref in ("bert-base-cased", "roberta-base", "roberta-large", "google--electra-base-discriminator"):
+        assert f"results/sources/models/{ref}.json" in proc.stdout
     # issue 14: the 700 threshold searches (665 + 28 at fixed thresholds + 7 Human rows) run as one SLURM job per
     # model run: 23 runs, the three annotators, the Human rows and Figure 4's four models at fixed thresholds
     groups = re.findall(r"Group job (\S+) ", proc.stdout)
@@ -251,6 +257,15 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
 
     summary = json.loads((res / "models/minilm/seed0/training.json").read_text())
     assert summary["steps"] == 6
+
+    # where the data and the model came from: the file's sha256, the package's model loaded through its record
+    records = {(r.kind, r.name): r for r in hub.read_records(res)}
+    dev = records[("dataset", "squad/dev")]
+    assert dev.source == "file" and dev.sha256 == hashlib.sha256(Path(dev.local_path).read_bytes()).hexdigest()
+    minilm = records[("model", "embedded:all-MiniLM-L6-v2")]
+    assert minilm.source == "package" and summary["resolved_model"] == minilm.local_path
+    load = '"source": "fetched", "revision": "%s", "record": "results/sources/models/embedded--all-MiniLM-L6-v2.json"'
+    assert load % minilm.revision in (res / "logs/train/minilm_seed0.log").read_text()
     assert not (res / "_checkpoints/minilm/seed0").exists() or not any((res / "_checkpoints/minilm/seed0").iterdir())
 
     n_human = sum(len(a["text"]) >= 3 for a in valid["answers"])  # annotators need three gold answers
@@ -389,7 +404,8 @@ def test_training_resumes_after_kill_with_rerun_incomplete(tmp_path):
     deadline = time.time() + 600
     try:
         while time.time() < deadline:
-            if ckpt_root.exists() and any(ckpt_root.rglob("state.json")):
+            # a whole checkpoint: not one still being written (.tmp-step-*), which a kill would leave unusable
+            if ckpt_root.exists() and any(not p.parent.name.startswith(".tmp-") for p in ckpt_root.rglob("state.json")):
                 break
             assert proc.poll() is None, "training finished or failed before a checkpoint was seen"
             time.sleep(0.5)

@@ -116,7 +116,8 @@ def check_names(layouts: Mapping[str, Any], config_paths: Iterable[Path] = PAPER
 
 def mirror_dir() -> Path:
     mirror = os.environ.get("SPURIOUS_REAL_DATA") or os.environ.get("SPURIOUS_DATA_MIRROR")
-    path = Path(mirror) if mirror else REPO.parent / "shared" / "data"
+    shared = Path(os.environ.get("SPURIOUS_SHARED", REPO.parent / "shared"))
+    path = Path(mirror) if mirror else shared / "data"
     if not (path / "squad_v1.1").is_dir():
         raise FileNotFoundError(
             f"{path}: no data mirror with squad_v1.1/ (the fixtures cut their text from it); set SPURIOUS_REAL_DATA"
@@ -619,13 +620,16 @@ def write_hub_dataset(name: str, config: str, layout: Mapping[str, Any], rows_by
             path = Path(tmp) / f"{split}.parquet"
             Dataset.from_dict(columns, features=features).to_parquet(str(path))
             files[split] = str(path)
+        # the cache folder of a hub dataset is named by the commit it was downloaded at: a commit-like hash of the
+        # fixture's bytes, which the download rule records as the dataset's revision
+        commit = hashlib.sha1(b"".join(Path(files[s]).read_bytes() for s in sorted(files))).hexdigest()
         builder = Parquet(
             cache_dir=str(Path(tmp) / "build"), dataset_name=name.split("/")[-1], config_name=config,
-            data_files=files, hash="rehearsal", features=features,
+            data_files=files, hash=commit, features=features,
         )
         builder.download_and_prepare()
         namespace, dataset = name.split("/")
-        target = cache / f"{namespace}___{dataset}" / config / "0.0.0" / "rehearsal"
+        target = cache / f"{namespace}___{dataset}" / config / "0.0.0" / commit
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)

@@ -18,7 +18,17 @@ none) and, for each such rule, every model and method the paper config gives it 
 
 * every output of the paper's report rules (its final tables and figures), as the paper config alone names them,
   exists and is not empty;
-* nothing is left to do (a dry run of the same configs plans no job).
+* nothing is left to do (a dry run of the same configs plans no job);
+* every model a job loaded (the ``model load:`` lines of the job logs) is a fetched local folder at a recorded
+  revision: the snapshot of the commit its fetch record names (the one the hub cache resolved when the local rule
+  fetch_model ran), loaded with the hub offline (``HF_HUB_OFFLINE``, ``HF_DATASETS_OFFLINE`` and
+  ``TRANSFORMERS_OFFLINE`` = 1; the rehearsal leaves the last unset, the workflow sets it for every job), or a model
+  trained in the run; every job that takes a model's
+  fetch record loads that model through it; every hub dataset split records the commit it was loaded at.
+
+The files a paper config fetches from a URL (``fetch.url``: HANS, the GLUE diagnostics) are fetched by the rule
+fetch_file from the fixtures' copies (``file://``), checked against the fixtures' sha256 and size: a generated config
+overlay, ``results/rehearse/<paper>/fixture-files.yaml``, replaces only each file's ``fetch`` entry.
 
 It writes ``results/rehearse/<paper>/rehearsal.json`` (elapsed time, jobs per rule) and exits non-zero naming every
 failure.
@@ -27,6 +37,7 @@ failure.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import re
@@ -44,6 +55,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import hub_fixtures  # noqa: E402
+import yaml  # noqa: E402
 
 PAPERS = ("squad", "aflite", "spurious", "lexical")
 SNAKEMAKE = [sys.executable, "-m", "snakemake", "-s", str(REPO / "Snakefile")]
@@ -69,6 +81,8 @@ HEARTBEAT_S = 60
 class Job:
     outputs: list[str] = field(default_factory=list)
     wildcards: dict[str, str] = field(default_factory=dict)
+    inputs: list[str] = field(default_factory=list)
+    log: list[str] = field(default_factory=list)
 
 
 Plan = dict[str, list[Job]]  # rule -> its planned jobs
@@ -77,16 +91,18 @@ Plan = dict[str, list[Job]]  # rule -> its planned jobs
 def rehearsal_env(fixtures: Path) -> dict[str, str]:
     env = dict(os.environ)
     env.pop("SPURIOUS_DATA_MIRROR", None)  # every dataset through the hub loaders, as on a cluster
-    shared_nltk = REPO.parent / "shared" / "nltk_data"
+    shared_nltk = Path(os.environ.get("SPURIOUS_SHARED", REPO.parent / "shared")) / "nltk_data"
     if "NLTK_DATA" not in env and shared_nltk.is_dir():  # as the Makefile does
         env["NLTK_DATA"] = str(shared_nltk)
+    # the hub and datasets switches as a login node without network has them (the local rules that fetch read them);
+    # TRANSFORMERS_OFFLINE is left unset, so that the jobs' "1" (load_problems) is the one the workflow gives them
+    env.pop("TRANSFORMERS_OFFLINE", None)
     env.update(
         HF_HOME=str(fixtures / "hf"),
         HF_HUB_CACHE=str(fixtures / "hf" / "hub"),
         HF_DATASETS_CACHE=str(fixtures / "hf" / "datasets"),
         HF_HUB_OFFLINE="1",
         HF_DATASETS_OFFLINE="1",
-        TRANSFORMERS_OFFLINE="1",
         TOKENIZERS_PARALLELISM="false",
         SPURIOUS_CHECK_FIGURES="1",  # every figure at the paper's layout (all heuristics, features, methods) checked
     )
@@ -107,11 +123,15 @@ def parse_dry_run(stdout: str) -> Plan:
             job = Job()
             plan.setdefault(m.group(1), []).append(job)
             continue
-        m = re.match(r"^\s+(output|wildcards): (.*)$", line)
+        m = re.match(r"^\s+(input|output|log|wildcards): (.*)$", line)
         if m and job is not None:
             items = [p.strip() for p in m.group(2).split(", ")]
             if m.group(1) == "output":
                 job.outputs += items
+            elif m.group(1) == "input":
+                job.inputs += items
+            elif m.group(1) == "log":
+                job.log += items
             else:
                 job.wildcards.update(item.split("=", 1) for item in items if "=" in item)
     return plan
@@ -200,6 +220,21 @@ class Rehearsal:
         return self.workdir / "snakemake.log"
 
 
+def fixture_files_overlay(paper_config: Path, fixtures: Path) -> dict:
+    """A config overlay giving each file the paper config fetches from a URL its fixture's copy instead (a
+    ``file://`` URL, the fixture's sha256 and size); the rest of the config is the paper's."""
+    datasets: dict = {}
+    for name, ds in (yaml.safe_load(paper_config.read_text()).get("datasets") or {}).items():
+        for split, source in (ds.get("splits") or {}).items():
+            fetch = source.get("fetch") or {}
+            if fetch.get("url"):
+                copy = fixtures / "files" / source["path"]
+                fetch = {"url": copy.as_uri(), "sha256": hashlib.sha256(copy.read_bytes()).hexdigest(),
+                         "size": copy.stat().st_size}
+                datasets.setdefault(name, {"splits": {}})["splits"][split] = {**source, "fetch": fetch}
+    return {"datasets": datasets} if datasets else {}
+
+
 def prepare(paper: str, fixtures: Path, root: Path, *, fresh: bool) -> Rehearsal:
     workdir = root / paper
     # outputs made with other stand-ins (the fixtures were rebuilt) are not outputs of these: start afresh
@@ -209,11 +244,13 @@ def prepare(paper: str, fixtures: Path, root: Path, *, fresh: bool) -> Rehearsal
         shutil.rmtree(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     made_with.write_text(digest)
-    for rel in hub_fixtures.load_layouts().get("files", {}):  # files a config reads from a path
-        target = workdir / rel
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(fixtures / "files" / rel, target)
-    return Rehearsal(paper, workdir, configs_of(paper))
+    configs = configs_of(paper)
+    overlay = fixture_files_overlay(Path(configs[0]), fixtures)
+    if overlay:  # the files a config fetches from a URL: from the fixtures' copies, checked against their sha256
+        path = workdir / "fixture-files.yaml"
+        path.write_text(yaml.safe_dump(overlay, sort_keys=False))
+        configs.append(str(path))
+    return Rehearsal(paper, workdir, configs)
 
 
 def run_command(r: Rehearsal, cores: int) -> list[str]:
@@ -272,12 +309,79 @@ def check_after(r: Rehearsal, env: dict[str, str]) -> None:
     left = pending_jobs(planned_jobs(r.workdir, r.configs, env, everything=False))
     if left:
         r.problems.append(f"jobs still pending after the rehearsal: {left}")
+    r.problems += load_problems(r.workdir, r.plan, Path(env["HF_HUB_CACHE"]))
+
+
+LOAD = re.compile(r"model load: (\{.*\})\s*$")
+
+
+def model_loads(log: Path) -> list[dict]:
+    """The ``model load:`` entries a job logged (spurious.core.models): one per model it loaded."""
+    if not log.is_file():
+        return []
+    return [json.loads(m.group(1)) for line in log.read_text(errors="replace").splitlines() if (m := LOAD.search(line))]
+
+
+def load_problems(workdir: Path, plan: Plan, hub_cache: Path) -> list[str]:
+    """Every model a job loaded is a fetched local folder at a recorded revision (or a model trained in the run),
+    loaded with the hub offline; every job that takes a model's fetch record loaded that model through it; every
+    hub dataset split records the commit it was loaded at (see the module's docstring)."""
+    from spurious.core import hub
+
+    problems = []
+    records = {str(Path(r.path).relative_to(workdir)): r for r in hub.read_records(workdir / "results")}
+    loads = 0
+    for rule, jobs in plan.items():
+        for job in jobs:
+            taken = [p for p in job.inputs if p.startswith(f"{hub.RECORDS_DIR}/models/")]
+            entries = [e for log in job.log for e in model_loads(workdir / log)]
+            loads += len(entries)
+            where = f"{rule} ({', '.join(job.log) or 'no log'})"
+            for path in taken:
+                record = records.get(path)
+                if record is None:
+                    problems.append(f"{where}: its fetch record {path} is missing")
+                elif not any(e["source"] == "fetched" and e["record"] == path for e in entries):
+                    problems.append(f"{where}: takes {path} but logged no load of {record.name} through it")
+            for e in entries:
+                problems += [f"{where}: {p}" for p in load_entry_problems(e, records, workdir, hub_cache)]
+    if not loads:
+        problems.append("no job logged a model load (the `model load:` lines of spurious.core.models)")
+    for record in records.values():
+        if record.kind == "dataset" and record.source == "hub" and not hub.COMMIT.fullmatch(record.revision or ""):
+            problems.append(f"{record.path}: hub dataset {record.repo_id} without a commit ({record.revision!r})")
+    return problems
+
+
+def load_entry_problems(entry: dict, records: dict, workdir: Path, hub_cache: Path) -> list[str]:
+    """What is wrong with one model load: not offline, not through a record that matches the folder, or a local
+    folder that is not a model trained in this run."""
+    name, path = entry["name"], Path(entry["path"])
+    online = {k: v for k, v in entry["offline"].items() if v != "1"}
+    problems = [f"{name} loaded with the hub not offline: {online}"] if online else []
+    if entry["source"] == "local":
+        if not path.is_relative_to(workdir.resolve()):
+            problems.append(f"{name} loaded from {path}, neither fetched nor trained in this run")
+        return problems
+    record = records.get(entry["record"] or "")
+    if record is None:
+        return [*problems, f"{name} loaded through {entry['record']}, which is not a fetch record of this run"]
+    if (record.name, record.local_path, record.revision) != (name, str(path), entry["revision"]):
+        problems.append(f"{name} loaded from {path} at {entry['revision']}, its record {entry['record']} says "
+                        f"{record.local_path} at {record.revision}")
+    if record.source == "hub":
+        refs = hub_cache / ("models--" + record.repo_id.replace("/", "--")) / "refs" / "main"
+        resolved = refs.read_text().strip() if refs.is_file() else None
+        if not (path.is_dir() and path.name == record.revision == resolved and path.is_relative_to(hub_cache)):
+            problems.append(f"{name}: loaded {path}, record revision {record.revision}, the hub cache's main is "
+                            f"{resolved}: not the snapshot fetched at the recorded revision")
+    return problems
 
 
 def summary_of(r: Rehearsal, cores: int, beside: list[str]) -> dict:
     return {
         "paper": r.paper,
-        "configs": [str(Path(c).relative_to(REPO)) for c in r.configs],
+        "configs": [os.path.relpath(c, REPO) for c in r.configs],
         "elapsed_s": round(r.elapsed, 1),
         "cores": cores,
         "side_by_side_with": beside,

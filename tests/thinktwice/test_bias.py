@@ -8,7 +8,6 @@ from __future__ import annotations
 import gzip
 import json
 import math
-from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -33,8 +32,8 @@ from spurious.thinktwice.bias import (
     threshold_grid,
     threshold_rng,
 )
+from tests.conftest import SQUAD_DEV
 
-SQUAD_DEV = Path("/work/shared/data/squad_v1.1/dev-v1.1.json.gz")
 RESULT_KEYS = {
     "heuristic", "found", "reason", "threshold", "prediction_bias", "distance_em", "distance_f1", "biased_group",
     "worse_group", "sample_size", "iterations", "with_replacement", "seed", "n_evaluated", "n_dropped_negative",

@@ -173,6 +173,8 @@ def test_output_shape_and_types(first_context_values, first_context):
 # ---------------------------------------------------------------------------------------------------------------
 
 
+@pytest.mark.skipif(not REFERENCE.is_file(), reason=f"needs the authors' heuristic values, {REFERENCE} (a data mirror "
+                    "from `make data` has none: they were computed by running the authors' code)")
 def test_compat_reproduces_reference(squad_dev, nlp, tfidf):
     ref = pd.read_parquet(REFERENCE)
     titles = list(dict.fromkeys(squad_dev["title"]))

@@ -1,6 +1,6 @@
 """AFLite (Le Bras et al., ICML 2020): adversarial filtering of dataset biases by predictability scores.
 
-Algorithm 1 of the paper (reference-notes §E), on pre-computed representations Φ(X):
+Algorithm 1 of the paper, on pre-computed representations Φ(X):
 
 * **Predictability scores.** ``m`` random partitions of the current set S, each into a training part of size ``t``
   and the held-out rest; a linear classifier per partition is fitted on the training part and predicts the held-out

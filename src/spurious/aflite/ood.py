@@ -51,7 +51,7 @@ TRAIN_SET_LABELS: dict[str, str] = {"full": "D", "random": "D_rand", "aflite": "
 PAPER_SUFFIX = " (paper)"
 
 # Table 1 (RoBERTa-large trained on SNLI): zero-shot accuracy (%) as (mean, std over 5 seeds) per train set
-# (full = D, 550k; random = D_182k; aflite = D(φ_RoBERTa), 182k). Transcribed from shared/papers/001_*.txt, Table 1.
+# (full = D, 550k; random = D_182k; aflite = D(φ_RoBERTa), 182k). Transcribed from the paper's Table 1.
 PAPER_TABLE1: dict[tuple[str, str], dict[str, tuple[float, float | None]]] = {
     ("HANS", "Lex."): {"full": (88.4, 2.2), "random": (56.6, 14.7), "aflite": (94.1, 3.5)},
     ("HANS", "Subseq."): {"full": (28.2, 3.4), "random": (19.6, 5.6), "aflite": (46.3, 6.0)},

@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from spurious.audit.command import add_parser as add_audit_parser
 from spurious.audit.command import add_sample_size_option
 from spurious.cli.commands import cmd_annotate, cmd_bias, cmd_evaluate, cmd_lexical_test, cmd_report
+from spurious.cli.data import add_parser as add_data_parser
 from spurious.cli.inputs import COMPAT_CHOICES, EXIT_USAGE, HEURISTIC_NAMES, CLIError
 from spurious.cli.plan import add_parser as add_plan_parser
 from spurious.core.inputs import non_negative_int, positive_int
@@ -238,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # the subcommands; a new one registers here (its own module's add_parser(sub), as audit's)
-    subcommands = (_add_annotate, _add_evaluate, _add_bias, _add_report, _add_lexical_test, add_audit_parser, add_plan_parser)
+    subcommands = (_add_annotate, _add_evaluate, _add_bias, _add_report, _add_lexical_test, add_audit_parser, add_plan_parser,
+                   add_data_parser)
     for add in subcommands:
         add(sub)
     for subparser in sub.choices.values():  # -v / -q after the subcommand too

@@ -31,6 +31,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spurious.core import hub
 from spurious.core.data import DataValidationError, resolve_mirror_path
 from spurious.core.errors import WRITE_AGAIN, unreadable
 from spurious.core.io import atomic_path
@@ -241,16 +242,17 @@ def load_hf_parquet(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     return normalize(df, source=str(path), **columns)
 
 
-def load_hub(name: str, config_name: str | None, split: str, **columns: Any) -> pd.DataFrame:
-    """A split of a hub classification dataset (network or cache needed), label names from its ClassLabel feature."""
-    import datasets  # heavy import; only hub users pay for it
-
-    ds = datasets.load_dataset(name, config_name, split=split)
+def load_hub(name: str, config_name: str | None, split: str, revision: str | None = None, **columns: Any) -> pd.DataFrame:
+    """A split of a hub classification dataset at ``revision`` (network or cache needed), label names from its
+    ClassLabel feature; what was loaded (the commit) in ``attrs["hub"]`` (:func:`spurious.core.hub.load_hub_dataset`)."""
+    ds, info = hub.load_hub_dataset(name, config_name, split, revision)
     if columns.get("label_names") is None:
         label = columns.get("label_column") or next((c for c in KNOWN_LABEL_COLUMNS if c in ds.features), "label")
         feature = ds.features.get(label)
         columns["label_names"] = list(feature.names) if hasattr(feature, "names") else None
-    return normalize(ds.to_pandas(), source=f"hub:{name}/{config_name or ''}:{split}", **columns)
+    df = normalize(ds.to_pandas(), source=f"hub:{name}/{config_name or ''}:{split}", **columns)
+    df.attrs["hub"] = {**info, "subset": None}
+    return df
 
 
 FILE_LOADERS = {"glue_tsv": load_glue_tsv, "hf_parquet": load_hf_parquet, "jsonl": load_jsonl}
@@ -274,9 +276,10 @@ def load_source(source: Mapping[str, Any], *, mirror: str | os.PathLike | None =
             raise FileNotFoundError(f"dataset file {path} does not exist")
     if path is not None and fmt in FILE_LOADERS:
         return FILE_LOADERS[fmt](path, **columns)
-    hub = source.get("hub")
-    if hub:
-        return load_hub(hub["name"], hub.get("config"), hub["split"], **columns)
+    hub_source = source.get("hub")
+    if hub_source:
+        return load_hub(hub_source["name"], hub_source.get("config"), hub_source["split"], hub_source.get("revision"),
+                        **columns)
     raise FileNotFoundError(
         f"cannot load classification source {dict(source)}: no file in the mirror, no local path, and no hub fallback"
     )

@@ -46,7 +46,14 @@ from spurious.core.engine import (
 )
 from spurious.core.engine import train as engine_train
 from spurious.core.logits import ids_sha256
-from spurious.core.models import load_config, load_tokenizer, model_attention_mask, quiet_transformers, resolve_model
+from spurious.core.models import (
+    load_config,
+    load_tokenizer,
+    model_attention_mask,
+    pretrained,
+    quiet_transformers,
+    resolve_model,
+)
 from spurious.core.prompt import (
     PROMPT_FILE,
     PromptClassifier,
@@ -315,8 +322,8 @@ def load_classifier(name_or_path: str | os.PathLike, *, label_names: Sequence[st
         with quiet_transformers():
             return AutoModelForSequenceClassification.from_config(config)
     with quiet_transformers():
-        model, info = AutoModelForSequenceClassification.from_pretrained(
-            resolve_model(name_or_path), output_loading_info=True, **labels
+        model, info = pretrained(
+            AutoModelForSequenceClassification, resolve_model(name_or_path), output_loading_info=True, **labels
         )
     missing = sorted(info.get("missing_keys") or [])
     if missing:
@@ -695,7 +702,7 @@ def load_trained_classifier(
         from transformers import AutoModelForSequenceClassification
 
         with quiet_transformers():
-            model = AutoModelForSequenceClassification.from_pretrained(resolved)
+            model = pretrained(AutoModelForSequenceClassification, resolved)
         names = [model.config.id2label[i] for i in range(model.config.num_labels)]
     else:
         from transformers import AutoModelForMaskedLM
@@ -709,7 +716,7 @@ def load_trained_classifier(
                 f"was trained with {prompt_meta['label_word_ids']}"
             )
         with quiet_transformers():
-            model = PromptClassifier(AutoModelForMaskedLM.from_pretrained(resolved), ids)
+            model = PromptClassifier(pretrained(AutoModelForMaskedLM, resolved), ids)
     if max_length is None:
         state_file = Path(resolved) / "training_state.json"
         trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}

@@ -21,6 +21,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from spurious.core import hub
 from spurious.core.errors import WRITE_AGAIN, unreadable
 from spurious.core.io import align_to_ids, atomic_path
 
@@ -188,13 +189,19 @@ def mrqa_to_squad(df: pd.DataFrame, subset: str | None = None) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=list(QA_COLUMNS))
 
 
-def load_hub(name: str, config_name: str | None, split: str, subset: str | None = None) -> pd.DataFrame:
-    """Load a split of a Hugging Face hub QA dataset (needs network unless cached). SQuAD-layout datasets load as
-    they are; MRQA-layout ones (``detected_answers``) are converted, keeping the MRQA ``subset`` given."""
-    import datasets  # heavy import; only hub users pay for it
+def load_hub(
+    name: str, config_name: str | None, split: str, subset: str | None = None, revision: str | None = None
+) -> pd.DataFrame:
+    """Load a split of a Hugging Face hub QA dataset at ``revision`` (needs network unless cached). SQuAD-layout
+    datasets load as they are; MRQA-layout ones (``detected_answers``) are converted, keeping the MRQA ``subset``
+    given. What was loaded (the commit) is in ``attrs["hub"]`` (:func:`spurious.core.hub.load_hub_dataset`)."""
+    ds, info = hub.load_hub_dataset(name, config_name, split, revision)
+    df = _hub_frame(ds.to_pandas(), name, subset)
+    df.attrs["hub"] = {**info, "subset": subset}
+    return df
 
-    ds = datasets.load_dataset(name, config_name, split=split)
-    df = ds.to_pandas()
+
+def _hub_frame(df: pd.DataFrame, name: str, subset: str | None) -> pd.DataFrame:
     if "detected_answers" in df:
         return mrqa_to_squad(df, subset)
     if subset is not None:
@@ -337,10 +344,11 @@ def load_source(source: Mapping[str, Any], *, mirror: str | os.PathLike | None =
         df = load_squad_json(path) if fmt == "squad_json" else load_flat_json(path)
         df.attrs["source"] = str(path)
         return df
-    hub = source.get("hub")
-    if hub:
-        df = load_hub(hub["name"], hub.get("config"), hub["split"], hub.get("subset"))
-        df.attrs["source"] = f"hub:{hub['name']}/{hub.get('config') or ''}:{hub['split']}"
+    hub_source = source.get("hub")
+    if hub_source:
+        df = load_hub(hub_source["name"], hub_source.get("config"), hub_source["split"], hub_source.get("subset"),
+                      hub_source.get("revision"))
+        df.attrs["source"] = f"hub:{hub_source['name']}/{hub_source.get('config') or ''}:{hub_source['split']}"
         return df
     raise FileNotFoundError(
         f"cannot load dataset source {dict(source)}: no file in the mirror ({MIRROR_ENV}="

@@ -17,7 +17,7 @@ import torch
 
 from spurious.core.classifier import encode
 from spurious.core.io import align_to_ids
-from spurious.core.models import load_tokenizer, quiet_transformers, resolve_model
+from spurious.core.models import load_tokenizer, pretrained, quiet_transformers, resolve_model
 from spurious.core.training import autocast, pad_multiple, pick_device, use_bf16
 
 POOLINGS = ("cls", "mean")
@@ -44,7 +44,7 @@ def embed(
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     dev = pick_device(device)
     with quiet_transformers():
-        model = AutoModel.from_pretrained(resolve_model(model_name_or_path))
+        model = pretrained(AutoModel, resolve_model(model_name_or_path))
     model.to(dev).eval()
     data = encode(frame, load_tokenizer(model_name_or_path), max_length)
     out = np.zeros((len(data), model.config.hidden_size), dtype=np.float32)

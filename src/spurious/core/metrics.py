@@ -1,7 +1,7 @@
 """SQuAD v1.1 exact match and F1, with the semantics of the official ``evaluate-v1.1.py``.
 
 Our own implementation (the ``evaluate`` package would fetch its metric script from the hub, which the workflow
-cannot rely on; reference-notes §J.5). The behaviour mirrors the official script line by line:
+cannot rely on). The behaviour mirrors the official script line by line:
 
 * ``normalize_answer``: lower-case, drop every ``string.punctuation`` character, replace the whole words
   ``a``/``an``/``the`` by a space, collapse whitespace.

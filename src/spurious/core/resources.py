@@ -80,6 +80,7 @@ def english_stopwords() -> frozenset[str]:
         return frozenset(stopwords.words("english"))
     except LookupError as exc:
         raise MissingResourceError(
-            f"NLTK stop words not found (NLTK_DATA={env!r}); set the environment variable NLTK_DATA to a folder "
-            "holding corpora/stopwords(.zip) (this project ships one in shared/nltk_data)"
+            f"NLTK stop words not found (NLTK_DATA={env!r}); download them once with `python -m nltk.downloader "
+            "stopwords` (or `make data`, which builds the data mirror with them: NLTK_DATA=mirror/nltk_data), or set "
+            "NLTK_DATA to a folder holding corpora/stopwords.zip"
         ) from exc

@@ -10,7 +10,8 @@ from typing import Any
 
 
 def setup(smk: Any, name: str = "spurious") -> logging.Logger:
-    """Send logging, warnings and stderr of a ``script:`` job to its first log file; return a logger."""
+    """Send logging, warnings and stderr of a ``script:`` job to its first log file; load models only through the
+    fetch records among its inputs (:func:`spurious.core.hub.use_job_records`); return a logger."""
     log_path = Path(smk.log[0])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the job
@@ -26,6 +27,10 @@ def setup(smk: Any, name: str = "spurious") -> logging.Logger:
     logger = logging.getLogger(name)
     logger.info("rule %s, wildcards %s", getattr(smk, "rule", "?"), dict(smk.wildcards.items()))
     _report_input_errors(logger)
+    # every model the job loads goes through the fetch records among its inputs, and none without one
+    from spurious.core import hub
+
+    hub.use_job_records(getattr(smk, "input", ()))
     return logger
 
 

@@ -1,4 +1,4 @@
-"""Prediction bias (Think Twice, §3 and Algorithm 1, App. C; reference-notes §A.3).
+"""Prediction bias (Think Twice, §3 and Algorithm 1, App. C; the authors' ``find_longest_distance``, MIR-MU/isbiased).
 
 A heuristic ``h`` assigns every evaluated example a value. For a threshold ``t`` the examples split into the *low*
 segment ``L = {h <= t}`` and the *high* segment ``H = {h > t}``. Each segment is evaluated on ``iterations`` random
@@ -11,14 +11,14 @@ sample (the reference re-runs the squad metric for each of its 200 samples per t
 Deliberate differences from the reference code (MIR-MU/isbiased ``find_longest_distance``), each documented where it
 is implemented:
 
-* sampling is seeded (reference-notes §J.1): one fresh generator per (seed, heuristic, threshold index), so a result
+* sampling is seeded (the authors' is not): one fresh generator per (seed, heuristic, threshold index), so a result
   does not depend on which other heuristics or thresholds were evaluated;
 * ``-1`` sentinels of word-dist / subj-pos are dropped before the grid is built as well as before splitting
   (the reference builds the grid on all rows; with a sentinel the minimum is ``-1`` and the grid starts at 0 either
   way unless every real value is positive), and :func:`split_by_threshold` drops them too unless
   ``compat_sentinels_in_low``;
 * (not a difference: the first accepted threshold must have a *positive* EM distance, as in the reference,
-  reference-notes §A.3 step 6, and paper App. C "only one significant threshold");
+  the authors' ``find_longest_distance``, and paper App. C "only one significant threshold");
 * no threshold gives ``found=False`` and prediction bias 0.0 (the reference returns ``-1``, which its downstream
   scripts report as 0), with the ``reason`` (:data:`NOT_FOUND_REASONS`); a search on fewer than twice
   ``sample_size`` rows, which no threshold can ever satisfy, is an :class:`InsufficientRowsError` unless the caller
@@ -102,7 +102,7 @@ def _as_1d_float(values: ArrayLike, name: str) -> np.ndarray:
 
 
 def threshold_grid(values: ArrayLike) -> np.ndarray:
-    """The reference's candidate thresholds for heuristic ``values`` (reference-notes §A.3 step 2).
+    """The reference's candidate thresholds for heuristic ``values`` (the authors' ``find_longest_distance``).
 
     ``start = int(min) + 1`` if ``min > 0`` else ``0``; step ``1`` if ``max > 1`` else ``0.1``; thresholds are
     emitted while ``t < max``. The 0.1 steps are *accumulated* in float64 exactly like the reference's
@@ -195,7 +195,7 @@ def interval_distance(low_q025: float, low_q975: float, high_q025: float, high_q
 def select_best_threshold(
     entries: Sequence[Mapping[str, Any]], sample_size: int, *, accept_zero_distance: bool = False
 ) -> int | None:
-    """Index of the chosen grid entry (reference-notes §A.3 step 6), or ``None``.
+    """Index of the chosen grid entry (the authors' ``find_longest_distance``), or ``None``.
 
     Entries are visited in ascending threshold order; only ``distance_em`` decides. Nothing accepted yet: accept a
     valid entry with a positive distance, whatever its segment sizes (both are ``>= sample_size`` by validity).

@@ -1,6 +1,6 @@
 """The numbers published with "Think Twice" (Mikula et al.), as plain data, for comparison with our runs.
 
-Sources (MIR-MU/isbiased, ``visualization/*.csv``; summarised in ``shared/docs/reference-notes.md`` §D) and the paper's
+Sources (MIR-MU/isbiased, ``visualization/*.csv``) and the paper's
 Appendix C. All bias values are *prediction bias* in percentage points: the distance between the Exact-match bootstrap
 intervals of the two segments at the best threshold (100 draws of 800 samples per segment), reported as 0 where no
 threshold was found. ``average`` is the mean over the seven heuristics, as stored in the CSVs (the CSVs hold it with more

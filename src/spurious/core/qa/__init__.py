@@ -1,6 +1,6 @@
 """Extractive QA: featurisation, fine-tuning with resumable checkpoints, and span prediction.
 
-Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; reference-notes §A.2):
+Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; the authors' ``evaluate_model_on_dataset``, MIR-MU/isbiased):
 
 * Featurisation: question (left-stripped) + context, ``only_second`` truncation with ``max_length``/``stride`` sliding
   windows, offset mappings; a window's start/end labels are the (inclusive) token indices of the first gold answer, or

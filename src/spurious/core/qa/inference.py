@@ -15,7 +15,14 @@ import torch
 
 from spurious.core import compiled, packing, registry
 from spurious.core.logits import features_fingerprint, write_feature_logits
-from spurious.core.models import load_qa_model, load_tokenizer, model_attention_mask, quiet_transformers, resolve_model
+from spurious.core.models import (
+    load_qa_model,
+    load_tokenizer,
+    model_attention_mask,
+    pretrained,
+    quiet_transformers,
+    resolve_model,
+)
 from spurious.core.qa.features import (
     QAFeatures,
     featurize,
@@ -244,7 +251,7 @@ def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
 
     registry.load_model_types()  # a bias model may be of a type a paper adds (Think Twice's overlap model)
     with quiet_transformers():
-        model, info = AutoModelForQuestionAnswering.from_pretrained(resolve_model(model_dir), output_loading_info=True)
+        model, info = pretrained(AutoModelForQuestionAnswering, resolve_model(model_dir), output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise ValueError(
@@ -255,7 +262,7 @@ def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
 
 
 def _check_shared_vocabulary(model: Any, model_dir: str | os.PathLike, tokenizer: Any, tokenizer_from: str) -> None:
-    """The producer reads the consumer's token ids, so both must share one vocabulary (reference-notes §B.2, §J.3).
+    """The producer reads the consumer's token ids, so both must share one vocabulary (as in the authors' code).
 
     The sizes of the consumer's tokenizer, the producer's config and its embedding matrix must agree; if the producer
     ships a tokenizer, its vocabulary must be the consumer's token for token (same size is not enough: cased and

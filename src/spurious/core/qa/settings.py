@@ -26,7 +26,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     "warmup_ratio": 0.0,
     "weight_decay": 0.0,
     "max_grad_norm": 1.0,
-    # featurisation and post-processing (reference-notes §A.2)
+    # featurisation and post-processing (the authors' evaluation, MIR-MU/isbiased)
     "max_length": 384,
     "stride": 128,
     "n_best": 20,

@@ -4,7 +4,7 @@ The paper asks whether word-label correlations in *training* data reappear as a 
 (test) data even though that data is itself biased.  The pieces, in pipeline order:
 
 1. **Features** (:func:`tokenize`, :func:`feature_matrix`, :func:`bigram_matrix`).  Tokenisation is the one of the
-   Gardner et al. (2021) z-statistics script (reference-notes §F): lower-case, delete :data:`DELETED_CHARACTERS`,
+   Gardner et al. (2021) z-statistics script: lower-case, delete :data:`DELETED_CHARACTERS`,
    split on whitespace.  An instance is the concatenation of its two segments (premise + hypothesis, question +
    sentence, question pair), so a word counts once for the instance whichever segment it sits in.
 2. **z-scores** (:func:`label_counts`, :func:`z_scores`, :func:`zscore_table`): for feature ``w`` and label ``ℓ``,

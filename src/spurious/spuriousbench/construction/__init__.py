@@ -1,5 +1,5 @@
 """SpuriousBench dataset construction ("What Spurious Features Can Pretrained Language Models Combat?", §2–§3, Table 1,
-App. B; reference-notes §H).
+App. B; no code was released).
 
 For a *spurious feature* ``s(x)`` (a boolean function of the input, §2.2) and a target label ``y*`` the benchmark
 builds

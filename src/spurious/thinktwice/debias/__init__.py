@@ -1,7 +1,7 @@
 """Debiasing objectives for extractive QA: LearnedMixin+H (LMix), Confidence Regularization (CReg) and ReSam.
 
-The paper (§4.3–4.4, App. B.2) applies the three methods to BERT-base fine-tuned on SQuAD; reference-notes §B–§C
-describe what its authors' code does where it departs from the original methods. Our defaults follow the original
+The paper (§4.3–4.4, App. B.2) applies the three methods to BERT-base fine-tuned on SQuAD; its authors' code (MIR-MU/isbiased,
+``learnedMixinH/`` and ``confidenceRegularization/``) shows what it does where it departs from the original methods. Our defaults follow the original
 methods (Clark et al. 2019 for LMix, Utama et al. 2020 for CReg) and ``compat="isbiased"`` reproduces the authors' code,
 quirks included, for comparison with their numbers.
 
@@ -11,7 +11,7 @@ HF featurisation labels windows that do not contain the answer). Bias and teache
 the same tokens. Losses are computed in float32 whatever the model's dtype (bf16 softmaxes over 384 positions are too
 coarse for the small differences these losses are made of).
 
-Masking (reference-notes §J.4): by default the softmaxes of the main model, the bias model and the teacher run over
+Masking (the authors' code masks nothing): by default the softmaxes of the main model, the bias model and the teacher run over
 valid positions only, so that the loss does not depend on question tokens, padding, or how wide a batch happens to be
 padded. The reference code masks nothing; ``mask_non_context=False`` reproduces that in the default formulas, and
 ``compat="isbiased"`` never masks.

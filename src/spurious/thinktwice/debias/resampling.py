@@ -22,7 +22,7 @@ def resample_segments(
     round(ratio·|larger|) rows: every original row once, plus extra rows drawn with replacement. ``"downsample"``
     shrinks the larger segment to round(|smaller| / ratio) rows drawn without replacement. A segment already closer
     to balance than ``ratio`` is left alone (resampling never makes the data *less* balanced). The paper leaves the
-    policy and the ratio open (reference-notes §A.5), hence the parameters; record them with the run.
+    policy and the ratio open (the authors' code has no ReSam), hence the parameters; record them with the run.
 
     Rows keep their original ``id`` (and every other column): upsampled duplicates share an id, which is harmless
     because training treats rows independently, and it lets results be traced back to SQuAD. The result is shuffled

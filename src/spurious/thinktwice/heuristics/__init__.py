@@ -1,4 +1,4 @@
-"""The seven bias-exploiting heuristics of *Think Twice* (paper §4.1; reference-notes §A.1).
+"""The seven bias-exploiting heuristics of *Think Twice* (paper §4.1; the authors' code: MIR-MU/isbiased, ``isbiased/heuristics.py``).
 
 Each heuristic maps a QA example to a scalar attribute ``A_h`` that the prediction-bias search (``spurious.thinktwice.bias``)
 thresholds.  :func:`compute_heuristics` evaluates any subset of them on a QA frame and returns ``id`` plus one
