@@ -126,3 +126,19 @@ def test_a_key_given_twice_in_a_json_object_is_refused_not_overwritten(tmp_path:
     with pytest.raises(readers.DuplicateKeyError, match=r"1 key\(s\) given more than once in one JSON object \('q1'\)"):
         readers.read_json(path)
     assert json.loads(path.read_text())["q1"] == "Berlin"  # what json alone does: the last one wins
+
+
+def test_a_damaged_local_model_folder_is_one_line_naming_it(tmp_path: Path) -> None:
+    """A model folder whose config.json is cut off (a copy interrupted): transformers' JSONDecodeError becomes the
+    readers' line, naming the folder; a hub id's failures stay transformers' own."""
+    from spurious.core.models import load_config, resolve_model
+
+    folder = tmp_path / "model"
+    folder.mkdir()
+    embedded = Path(resolve_model("embedded:all-MiniLM-L6-v2")) / "config.json"
+    (folder / "config.json").write_text(embedded.read_text()[:100])
+    with pytest.raises(UnreadableFileError) as caught:
+        load_config(folder)
+    assert str(caught.value).startswith(f"{folder.resolve()}: not a readable model folder (")
+    assert str(caught.value).endswith(f"train or download it again (a workflow output: rebuild it with `snakemake "
+                                      f"--forcerun {folder}` with the run's other options (the same --configfile))")

@@ -249,7 +249,6 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spurious.core.errors import unreadable
     from spurious.core.io import atomic_paths
     from spurious.thinktwice import report
 
@@ -258,8 +257,7 @@ def cmd_report(args: argparse.Namespace) -> int:
     for p in args.results:
         if not Path(p).exists():
             raise CLIError(f"results file {p} does not exist; produce it with `spurious bias --json`")
-        with unreadable(p, "results file", "produce it with `spurious bias --json`"):
-            results += report.load_results([p])
+        results += report.load_results([p], fix="produce it with `spurious bias --json`")
     out = Path(args.out_dir)
     try:
         bias = report.bias_table(results, paper_run=args.paper_run)
