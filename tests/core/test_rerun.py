@@ -45,6 +45,19 @@ def trigger_params(configfiles: list[Path], workdir: Path) -> dict[tuple[str, tu
     return found
 
 
+def test_a_canonical_param_compares_by_content_and_keeps_the_configs_order() -> None:
+    from spurious.core.config import canonical, unordered
+
+    settings = canonical({"lr": 2e-5, "epochs": 3.0, "layers": [{"b": 1, "a": 2}]})
+    again = canonical({"layers": [{"a": 2, "b": 1}], "epochs": 3, "lr": 0.00002})
+    assert repr(settings) == repr(again) == "{'epochs': 3, 'layers': [{'a': 2, 'b': 1}], 'lr': 2e-05}"
+    assert list(settings) == ["lr", "epochs", "layers"]  # what the script sees: the config's order
+    assert repr(canonical({"epochs": 3.5})) != repr(canonical({"epochs": 3}))  # a real change still differs
+    assert repr(canonical([1, 2])) != repr(canonical([2, 1]))  # a list's order means something
+    assert repr(unordered(["b/seed0", "a/seed0"])) == repr(unordered(["a/seed0", "b/seed0"]))
+    assert repr(canonical(1.0)) == "1" and canonical(1.0) == 1.0
+
+
 def test_the_reordered_copy_reverses_every_mapping_and_keeps_the_content() -> None:
     config = merged([REPO / "configs" / "paper-squad.yaml"])
     assert list(reversed_mappings(config)) == list(reversed(list(config)))
