@@ -73,7 +73,7 @@ def insertions(features: Sequence[str] | None = None, tokens: Sequence[str] = ()
     (inserted as the first word). An unknown feature name or a token with whitespace raises ValueError (the audit
     checks both before any other step)."""
     names = list(DEFAULT_FEATURES if features is None else features)
-    if not names or any(not name.strip() for name in names):
+    if any(not name.strip() for name in names):  # "--features ''" or "a,,b"
         raise ValueError(
             f"insertion features {','.join(names)!r}: an empty name; name SpuriousBench insertion features, "
             "comma-separated, or leave them out for the default (punctuation and prefixes)"
