@@ -184,8 +184,10 @@ rehearse-squad rehearse-aflite rehearse-spurious rehearse-lexical: rehearse-%: i
 # What a config will cost before it is submitted: jobs, GPU-hours, CPU-hours, memory and disk per rule, each estimate
 # with its basis (spurious plan; docs/paper-configs.md). Snakemake plans the jobs; nothing runs. Use:
 #   make plan CONFIG=configs/paper-squad.yaml
-plan: install
+# The config is checked before anything is installed (the environment can be several GB).
+plan:
 	@test -n "$(CONFIG)" || { echo "make plan: name the config, e.g. make plan CONFIG=configs/paper-squad.yaml" >&2; exit 2; }
+	@$(MAKE) --no-print-directory install
 	$(BIN)/spurious plan --configfile $(CONFIG)
 
 lint: install-dev

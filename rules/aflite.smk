@@ -22,11 +22,13 @@ rule aflite_synthetic:
         "../envs/spurious.yaml"
     threads: 1
     params:
-        settings=lambda w: {
-            k: v
-            for k, v in AFLITE["synthetic"].items()
-            if k not in ("separations", "seeds")
-        },
+        settings=lambda w: canonical(
+            {
+                k: v
+                for k, v in AFLITE["synthetic"].items()
+                if k not in ("separations", "seeds")
+            }
+        ),
     script:
         "../workflow_scripts/aflite/synthetic.py"
 
@@ -69,7 +71,7 @@ rule aflite_warmup_split:
     conda:
         "../envs/spurious.yaml"
     params:
-        fraction=lambda w: aflite_representation()["warmup"]["fraction"],
+        fraction=lambda w: canonical(aflite_representation()["warmup"]["fraction"]),
         seed=lambda w: aflite_representation()["warmup"]["seed"],
     script:
         "../workflow_scripts/aflite/warmup_split.py"
@@ -131,7 +133,7 @@ rule aflite_embed:
     params:
         representation=rule_settings(aflite_embedding_settings),
         result_settings=rule_result_settings(aflite_embedding_settings),
-        features=lambda w: AFLITE_TEXT["datasets"][w.dataset]["features"],
+        features=lambda w: canonical(AFLITE_TEXT["datasets"][w.dataset]["features"]),
     script:
         "../workflow_scripts/aflite/embed.py"
 
@@ -161,7 +163,7 @@ rule aflite_filter:
         mem_mb=8000,
         runtime=240,
     params:
-        settings=lambda w: aflite_filter_settings(w.dataset, w.variant),
+        settings=lambda w: canonical(aflite_filter_settings(w.dataset, w.variant)),
         execution=lambda w: RuleSettings(
             {
                 "device": aflite_representation()["device"],
@@ -321,14 +323,17 @@ rule aflite_text_report:
     conda:
         "../envs/spurious.yaml"
     params:
-        paper_names=lambda w: {
-            "datasets": {
-                d: spec["paper_name"] for d, spec in AFLITE_TEXT["datasets"].items()
-            },
-            "models": {
-                m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()
-            },
-        },
+        paper_names=lambda w: canonical(
+            {
+                "datasets": {
+                    d: spec["paper_name"]
+                    for d, spec in AFLITE_TEXT["datasets"].items()
+                },
+                "models": {
+                    m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()
+                },
+            }
+        ),
     script:
         "../workflow_scripts/aflite/text_report.py"
 
@@ -399,12 +404,14 @@ rule aflite_ood_predict:
     params:
         settings=rule_settings(aflite_prediction_settings),
         result_settings=rule_result_settings(aflite_prediction_settings),
-        scoring=lambda w: {
-            "prediction_map": aflite_ood(w.ood)["prediction_map"],
-            "only_labels": aflite_ood(w.ood)["only_labels"],
-            "split_group": aflite_ood(w.ood)["splits"][w.split],
-            "group_names": aflite_ood(w.ood)["groups"],
-        },
+        scoring=lambda w: canonical(
+            {
+                "prediction_map": aflite_ood(w.ood)["prediction_map"],
+                "only_labels": aflite_ood(w.ood)["only_labels"],
+                "split_group": aflite_ood(w.ood)["splits"][w.split],
+                "group_names": aflite_ood(w.ood)["groups"],
+            }
+        ),
     script:
         "../workflow_scripts/aflite/ood_predict.py"
 
@@ -427,18 +434,20 @@ rule aflite_ood_report:
     conda:
         "../envs/spurious.yaml"
     params:
-        set_names=lambda w: {
-            name: spec["paper_name"] for name, spec in AFLITE_TEXT["ood"].items()
-        },
-        paper_models=lambda w: {
-            m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()
-        },
-        paper_training_data=lambda w: {
-            name: AFLITE_TEXT["datasets"][spec["models_from"]]["paper_name"]
-            for name, spec in AFLITE_TEXT["ood"].items()
-        },
-        training_data=lambda w: {
-            name: aflite_ood_training_data(name) for name in AFLITE_TEXT["ood"]
-        },
+        set_names=lambda w: canonical(
+            {name: spec["paper_name"] for name, spec in AFLITE_TEXT["ood"].items()}
+        ),
+        paper_models=lambda w: canonical(
+            {m: spec["paper_name"] for m, spec in AFLITE_TEXT["models"].items()}
+        ),
+        paper_training_data=lambda w: canonical(
+            {
+                name: AFLITE_TEXT["datasets"][spec["models_from"]]["paper_name"]
+                for name, spec in AFLITE_TEXT["ood"].items()
+            }
+        ),
+        training_data=lambda w: canonical(
+            {name: aflite_ood_training_data(name) for name in AFLITE_TEXT["ood"]}
+        ),
     script:
         "../workflow_scripts/aflite/ood_report.py"

@@ -21,11 +21,11 @@ rule audit:
         mem_mb=8000,
         runtime=60,
     params:
-        spec=lambda w: AUDIT[w.name],
+        spec=lambda w: canonical(AUDIT[w.name]),
         # QA: the dicts the heuristics and bias rules take their params from (rules/thinktwice_functions.smk): the
         # same heuristic definitions (names, compat, variants) and the same search settings and small-sample rule,
         # so the audit of a workflow model repeats the workflow's numbers
-        bias=bias_search_settings(),
-        heuristics=heuristic_definitions(),
+        bias=canonical(bias_search_settings()),
+        heuristics=canonical(heuristic_definitions()),
     script:
         "../workflow_scripts/audit/audit.py"

@@ -69,7 +69,7 @@ rule segments:
         "../envs/spurious.yaml"
     params:
         split_sentinels=config["bias"]["split_sentinels"],
-        fixed=lambda w: (
+        fixed=lambda w: canonical(
             DEBIAS["fixed_thresholds"].get(w.heuristic)
             if DEBIAS and w.threshold_split == "fixed"
             else None

@@ -11,6 +11,7 @@ from snakemake.io import is_flagged
 
 from spurious.core import hub
 from spurious.core.config import RuleSettings, result_settings
+from spurious.core.config import RuleSettings, canonical, result_settings, unordered
 
 
 def split_file(dataset, split):
@@ -152,6 +153,11 @@ def settings_key(settings):
     return hashlib.sha256(payload.encode()).hexdigest()[:12]
 
 
+# Params compare by content: Snakemake's params rerun trigger compares each param's repr, so every param derived from
+# the config goes through `canonical` (mappings in sorted key order, 3.0 as 3; spurious.core.config), and a list whose
+# order only follows the config's mappings (a report's runs) through `unordered`. A config that differs only in key
+# order, quoting or number formatting then reruns nothing (tests/core/test_rerun.py checks every shipped config).
+#
 # Settings params: `settings` is a RuleSettings (the script reads every key; Snakemake's params rerun trigger skips
 # it), `result_settings` the result-changing part as a plain dict (compared by the trigger). Changing an execution
 # setting (spurious.core.config.RUNTIME_SETTINGS: device, bf16, threads, checkpoint_every, eval_batch_size,

@@ -67,7 +67,7 @@ rule download:
     conda:
         "../envs/spurious.yaml"
     params:
-        source=lambda w: config["datasets"][w.dataset]["splits"][w.split],
+        source=lambda w: canonical(config["datasets"][w.dataset]["splits"][w.split]),
         task=lambda w: config["datasets"][w.dataset]["task"],
         on_invalid=lambda w: config["datasets"][w.dataset]["on_invalid"],
     script:
@@ -90,9 +90,9 @@ rule derive_splits:
     conda:
         "../envs/spurious.yaml"
     params:
-        validation_fraction=lambda w: config["datasets"][w.dataset]["derive"][
-            "validation_fraction"
-        ],
+        validation_fraction=lambda w: canonical(
+            config["datasets"][w.dataset]["derive"]["validation_fraction"]
+        ),
         task=lambda w: config["datasets"][w.dataset]["task"],
         by=lambda w: config["datasets"][w.dataset]["derive"]["by"],
         squad_pairs=lambda w: config["datasets"][w.dataset]["derive"].get(

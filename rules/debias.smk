@@ -41,7 +41,9 @@ rule train_bias_model:
         selection_max_examples=(
             DEBIAS["bias_model"]["selection_max_examples"] if DEBIAS else None
         ),
-        max_unbiased_f1=DEBIAS["bias_model"]["max_unbiased_f1"] if DEBIAS else None,
+        max_unbiased_f1=(
+            canonical(DEBIAS["bias_model"]["max_unbiased_f1"]) if DEBIAS else None
+        ),
         settings=rule_settings(lambda w: method_settings(w, "bias_model")),
         result_settings=rule_result_settings(lambda w: method_settings(w, "bias_model")),
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, "biasmodel"),
@@ -136,9 +138,9 @@ rule train_debiased:
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
         settings=rule_settings(lambda w: method_settings(w, w.method)),
         result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
-        method_config=lambda w: {
-            k: v for k, v in DEBIAS[w.method].items() if k != "training"
-        },
+        method_config=lambda w: canonical(
+            {k: v for k, v in DEBIAS[w.method].items() if k != "training"}
+        ),
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
         scale=None,
         checkpoint_dir=lambda w: debias_checkpoint_dir(w, w.method),
@@ -178,9 +180,9 @@ rule scale_search_train:
         checkpoint=lambda w: config["models"][w.model]["checkpoint"],
         settings=rule_settings(lambda w: method_settings(w, w.method)),
         result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
-        method_config=lambda w: {
-            k: v for k, v in DEBIAS[w.method].items() if k != "training"
-        },
+        method_config=lambda w: canonical(
+            {k: v for k, v in DEBIAS[w.method].items() if k != "training"}
+        ),
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
         scale=lambda w: float(w.scale),
         checkpoint_dir=lambda w: os.path.join(

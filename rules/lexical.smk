@@ -45,7 +45,7 @@ rule lexical_reweight:
         mem_mb=16000,
         runtime=60,
     params:
-        reweight=config["lexical"]["reweight"] if LEXICAL else None,
+        reweight=canonical(config["lexical"]["reweight"]) if LEXICAL else None,
     script:
         "../workflow_scripts/lexical/reweight.py"
 
@@ -64,7 +64,7 @@ rule lexical_bigrams:
     conda:
         "../envs/spurious.yaml"
     params:
-        bigrams=config["lexical"]["bigrams"] if LEXICAL else None,
+        bigrams=canonical(config["lexical"]["bigrams"]) if LEXICAL else None,
     script:
         "../workflow_scripts/lexical/bigrams.py"
 
@@ -203,13 +203,15 @@ rule lexical_report:
     conda:
         "../envs/spurious.yaml"
     params:
-        datasets=lambda w: LEXICAL["datasets"],
-        models=lambda w: {
-            name: {k: m[k] for k in ("init", "paper_name", "seeds", "weightings")}
-            for name, m in LEXICAL["models"].items()
-        },
-        runs=lambda w: lexical_runs(),
-        err_target=LEXICAL["err_target"] if LEXICAL else None,
+        datasets=lambda w: canonical(LEXICAL["datasets"]),
+        models=lambda w: canonical(
+            {
+                name: {k: m[k] for k in ("init", "paper_name", "seeds", "weightings")}
+                for name, m in LEXICAL["models"].items()
+            }
+        ),
+        runs=lambda w: unordered(lexical_runs()),
+        err_target=canonical(LEXICAL["err_target"]) if LEXICAL else None,
         run_name=config["run_name"],
     script:
         "../workflow_scripts/lexical/report.py"

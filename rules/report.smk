@@ -42,7 +42,9 @@ rule report_tables:
     conda:
         "../envs/spurious.yaml"
     params:
-        paper_names={name: m["paper_name"] for name, m in config["models"].items()},
+        paper_names=canonical(
+            {name: m["paper_name"] for name, m in config["models"].items()}
+        ),
         title=config["report"]["title"],
     script:
         "../workflow_scripts/thinktwice/report_tables.py"
@@ -127,8 +129,8 @@ rule debias_report:
         "../envs/spurious.yaml"
     params:
         paper_name=lambda w: config["models"][DEBIAS["model"]]["paper_name"],
-        id_dataset=lambda w: config["models"][DEBIAS["model"]]["validation"],
-        evaluate=config["evaluate"],
+        id_dataset=lambda w: canonical(config["models"][DEBIAS["model"]]["validation"]),
+        evaluate=lambda w: canonical(config["evaluate"]),
         original_matches_control=lambda w: original_matches_control(),
         loss_curve_max_steps=lambda w: DEBIAS["report"]["loss_curve_max_steps"],
     script:

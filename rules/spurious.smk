@@ -20,7 +20,7 @@ rule spurious_pools:
         "../envs/spurious.yaml"
     params:
         builder=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["builder"],
-        pools=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["pools"],
+        pools=lambda w: canonical(SPURIOUSBENCH["datasets"][w.dataset]["pools"]),
     script:
         "../workflow_scripts/spuriousbench/pools.py"
 
@@ -44,18 +44,20 @@ rule spurious_build:
     conda:
         "../envs/spurious.yaml"
     params:
-        construction=lambda w: {
-            key: SPURIOUSBENCH["datasets"][w.dataset][key]
-            for key in ("train_size", "dev_size", "test_size", "test_feature_rate")
-        }
-        | {
-            key: (
-                spurious_target_label(w.dataset)
-                if key == "target_label"
-                else SPURIOUSBENCH[key]
-            )
-            for key in ("prevalence", "strength", "target_label", "seed")
-        },
+        construction=lambda w: canonical(
+            {
+                key: SPURIOUSBENCH["datasets"][w.dataset][key]
+                for key in ("train_size", "dev_size", "test_size", "test_feature_rate")
+            }
+            | {
+                key: (
+                    spurious_target_label(w.dataset)
+                    if key == "target_label"
+                    else SPURIOUSBENCH[key]
+                )
+                for key in ("prevalence", "strength", "target_label", "seed")
+            }
+        ),
     script:
         "../workflow_scripts/spuriousbench/build.py"
 
@@ -87,7 +89,7 @@ rule spurious_train:
         checkpoint=lambda w: SPURIOUSBENCH["models"][w.model]["checkpoint"],
         init=lambda w: SPURIOUSBENCH["models"][w.model]["init"],
         target_label=lambda w: spurious_target_label(w.dataset),
-        prompt=lambda w: spurious_prompt(w),
+        prompt=lambda w: canonical(spurious_prompt(w)),
         settings=rule_settings(spurious_training_settings),
         result_settings=rule_result_settings(spurious_training_settings),
         checkpoint_dir=lambda w: f"results/_checkpoints/spurious/{w.dataset}/{w.category}/{w.fvalue}/{w.model}/"
@@ -150,7 +152,7 @@ rule spurious_icl:
     params:
         checkpoint=lambda w: SPURIOUSBENCH["models"][w.model]["checkpoint"],
         builder=lambda w: SPURIOUSBENCH["datasets"][w.dataset]["builder"],
-        icl=lambda w: SPURIOUSBENCH["models"][w.model]["icl"],
+        icl=lambda w: canonical(SPURIOUSBENCH["models"][w.model]["icl"]),
         target_label=lambda w: spurious_target_label(w.dataset),
         paper_name=lambda w: SPURIOUSBENCH["models"][w.model]["paper_name"],
     script:
@@ -197,7 +199,7 @@ rule spurious_report:
     conda:
         "../envs/spurious.yaml"
     params:
-        runs=spurious_run_keys(),
-        datasets=SPURIOUSBENCH["datasets"] if SPURIOUSBENCH else None,
+        runs=lambda w: unordered(spurious_run_keys()),
+        datasets=canonical(SPURIOUSBENCH["datasets"]) if SPURIOUSBENCH else None,
     script:
         "../workflow_scripts/spuriousbench/report.py"

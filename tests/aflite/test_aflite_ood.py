@@ -13,6 +13,7 @@ import pytest
 from spurious.aflite import ood as aflite_ood
 from spurious.core import classification
 from spurious.core.data import DataValidationError
+from spurious.core.errors import InputError
 
 HANS_COLUMNS = [
     "gold_label", "sentence1_binary_parse", "sentence2_binary_parse", "sentence1_parse", "sentence2_parse",
@@ -81,7 +82,7 @@ def test_anli_jsonl_with_label_aliases_and_gzip(tmp_path):
     assert frame["text_b"].tolist() == ["Paris is French.", "Rome is new.", "Bob ran fast."]
     bad = tmp_path / "bad.jsonl"
     bad.write_text("{not json\n")
-    with pytest.raises(DataValidationError, match="bad.jsonl: not a JSON-lines file"):
+    with pytest.raises(InputError, match="bad.jsonl: not a readable JSON-lines file .*; pass one JSON object per line"):
         classification.load_source({"format": "jsonl", "path": str(bad)})
 
 

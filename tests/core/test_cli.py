@@ -140,7 +140,7 @@ def test_evaluate_missing_predictions(tmp_path: Path, small_squad: Path, capsys:
         (["evaluate", "{tmp}/nope.json", "{preds}"], ["{tmp}/nope.json", "does not exist"]),
         (["evaluate", "{data}", "{tmp}/nope.json"], ["predictions file", "{tmp}/nope.json", "does not exist"]),
         (["evaluate", "{data}", "{list_preds}"], ["{list_preds}", "{{question id: answer text}}"]),
-        (["evaluate", "{data}", "{not_json}"], ["{not_json}", "not valid JSON"]),
+        (["evaluate", "{data}", "{not_json}"], ["{not_json}", "not a readable JSON file"]),
         (["evaluate", "{bad_data}", "{preds}"], ["{bad_data}", "1 of 5 records are invalid", "--on-invalid drop"]),
         (["bias", "{data}", "{preds}", "--heuristics", "word-dist,bogus"], ["bogus", "ans-len", "--heuristics"]),
         (
@@ -463,7 +463,7 @@ def test_classification_predictions_formats_and_wrong_format_errors(tmp_path: Pa
     assert frame["id"].tolist() == ["a", "b"] and frame["prediction"].tolist() == ["entailment", 1]
     # a JSON list, or a CSV without the columns: the accepted formats are named, the file is not printed
     (tmp_path / "list.json").write_text(json.dumps(["entailment"] * 3))
-    with pytest.raises(cli.CLIError, match=r"list.json could not be read \(a JSON list.*JSON object \{id: prediction\}"):
+    with pytest.raises(cli.CLIError, match=r"list.json: a JSON list, not an object \{id: prediction\}; pass .*JSON object"):
         cli.load_classification_predictions(tmp_path / "list.json")
     long_header = ",".join(f"column number {i} with a very long name indeed" for i in range(40))
     (tmp_path / "wide.csv").write_text(long_header + "\n" + ",".join("x" * 40) + "\n")

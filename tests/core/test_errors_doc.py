@@ -1,8 +1,8 @@
 """docs/errors.md: every case of its bad-input table, run for real. Each case feeds one bad input (a damaged file, a
 wrong argument, a missing resource) to the ``spurious`` command or a workflow job, made from the mirror's SQuAD and
 SST-2 files and a tiny BiLSTM trained here, and checks what the table says: one line, exit status 2 (a workflow job:
-the job fails with the line), the message the table shows, word for word, and that nothing was predicted and no
-audit was written. The table cannot go stale: a changed message fails here. To add a row, add a :class:`Case` and
+the job fails with the line), the message the table shows, word for word, and that nothing was predicted or
+computed and no audit was written. The table cannot go stale: a changed message fails here. To add a row, add a :class:`Case` and
 regenerate the page:
 
     PYTHONPATH=src python -m tests.core.test_errors_doc      # rewrites docs/errors.md from the cases' messages
@@ -47,6 +47,7 @@ class Case:
     job: str = ""
     env: dict[str, str] = field(default_factory=dict)
     before_model: bool = True
+    computes: bool = False  # the problem shows only after the command's first computation
 
 
 # The files behind the argv below are made by :func:`make_workspace`. The model of every audit is a BiLSTM trained on
@@ -59,6 +60,7 @@ CLASSIFICATION_DATA = ("classification data (`TRAIN`, `TEST` of `lexical-test`; 
                        "normalised or hub parquet, or a GLUE-style TSV")
 CLASSIFIER_PREDICTIONS = "classifier predictions (`PREDICTIONS` of `lexical-test`): CSV, TSV, JSON lines, parquet, JSON"
 BILSTM = "a BiLSTM model folder (`audit MODEL`; the lexical track's predict rule)"
+OUTPUT_CHECK = "a path the command can write (not a folder for a file or a file for a folder, not under a file, writable)"
 CASES: tuple[Case, ...] = (
     Case("file-missing", "every file argument", "it exists", ("evaluate", "nope.json", "predictions.json")),
     Case("json-gz-truncated", QA_DATA, "the gzip stream is whole", ("evaluate", "truncated.json.gz", "predictions.json")),
@@ -66,7 +68,8 @@ CASES: tuple[Case, ...] = (
     Case("qa-bad-record", QA_DATA, "each question has an id of its own and answers at their answer_start (else "
          "`--on-invalid drop`)", ("evaluate", "bad.json", "predictions.json")),
     Case("qa-too-few", f"{QA_DATA}, for `bias` and `audit`", "at least 2 x `--sample-size` questions (else "
-         "`--allow-too-few-rows`)", ("bias", "dev.json", "predictions.json", "--heuristics", "ans-len")),
+         "`--allow-too-few-rows`)", ("bias", "dev.json", "predictions.json", "--heuristics", "ans-len"),
+         computes=True),  # the rows a search has are those with a heuristic value: counted after the heuristics
     Case("json-invalid", QA_PREDICTIONS, "the file is JSON", ("evaluate", "dev.json", "broken.json")),
     Case("qa-predictions-other-split", QA_PREDICTIONS, "their ids are the data's questions",
          ("evaluate", "dev.json", "other.json")),
@@ -132,8 +135,43 @@ CASES: tuple[Case, ...] = (
     Case("bilstm-weights-corrupt", f"{BILSTM}: `model.pt`", "torch can load the weights",
          ("audit", "bilstm-corrupt", *AUDIT[2:], "--data", "test.parquet"), before_model=False),
     Case("workflow-parquet-truncated", "a parquet a workflow job reads (e.g. `results/data/…/*.parquet`)",
-         "the file is a readable parquet (the job fails with this line, no traceback)",
+         "the file is a readable parquet (the job fails with this line, no traceback; following the advice rebuilds "
+         "it: tests/lexical/test_lexical_workflow.py)",
          job="from spurious.core import classification\nclassification.read_parquet('truncated.parquet')"),
+    # every output path, before any work: a folder where a file goes, a path under a file, a file where a folder goes
+    Case("annotate-out-folder", "`annotate OUT.parquet`", OUTPUT_CHECK, ("annotate", "dev.json", "bilstm")),
+    Case("evaluate-per-example-under-file", "`evaluate --per-example`", OUTPUT_CHECK,
+         ("evaluate", "dev.json", "predictions.json", "--per-example", "out.txt/scores.parquet")),
+    Case("bias-json-folder", "`bias --json`", OUTPUT_CHECK,
+         ("bias", "dev.json", "predictions.json", "--heuristics", "ans-len", "--sample-size", "2", "--json", "bilstm")),
+    Case("report-out-dir-file", "`report --out-dir`", OUTPUT_CHECK, ("report", "results.json", "--out-dir", "out.txt")),
+    Case("lexical-test-json-under-file", "`lexical-test --json`", OUTPUT_CHECK,
+         (*LEXICAL, "predictions.csv", "--json", "out.txt/lexical.json")),
+    Case("plan-json-folder", "`plan --json`", OUTPUT_CHECK, ("plan", "--configfile", "bad-indent.yaml", "--json",
+                                                             "bilstm")),
+    Case("audit-out-under-file", "`audit --out`", OUTPUT_CHECK, (*AUDIT[:-1], "out.txt/audit")),
+    Case("bilstm-weights-missing", f"{BILSTM}: `model.pt`", "the folder holds the weights (checked before anything "
+         "is predicted)", ("audit", "bilstm-noweights", *AUDIT[2:], "--data", "test.parquet")),
+    Case("audit-model-missing", "`audit MODEL`", "an existing folder, a hub id or embedded:<name>",
+         ("audit", "./my-model", *AUDIT[2:], "--data", "test.parquet")),
+    Case("qa-predictions-duplicate", QA_PREDICTIONS, "each question id once (JSON would keep the last answer)",
+         ("evaluate", "dev.json", "twice.json")),
+    Case("classifier-predictions-duplicate", CLASSIFIER_PREDICTIONS, "each id once",
+         (*LEXICAL, "twice.csv")),
+    Case("label-names-twice", "`--label-names` of `lexical-test`, `audit`", "one name per label, none twice or empty",
+         (*LEXICAL, "predictions.csv", "--label-names", "x,x")),
+    Case("label-names-empty", "`--label-names` of `lexical-test`, `audit`", "one name per label, none twice or empty",
+         (*LEXICAL, "predictions.csv", "--label-names", "a,")),
+    Case("audit-features-empty", "`audit --features`", "at least one name, none empty",
+         (*AUDIT, "--data", "test.parquet", "--features", "")),
+    Case("audit-insert-token-twice", "`audit --insert-token`", "each token once",
+         (*AUDIT, "--data", "test.parquet", "--insert-token", "zxq", "--insert-token", "zxq")),
+    Case("config-yaml", "a config file (`plan --configfile`)", "YAML that parses; the file, line and column where "
+         "it does not", ("plan", "--configfile", "bad-indent.yaml")),
+    Case("subcommand-unknown", "the subcommand", "one of the commands; the nearest is suggested", ("plna",)),
+    Case("audit-nltk-junk", "NLTK's stop words (`NLTK_DATA`) for `audit`, `lexical-test` and the word-dist heuristic",
+         "they are NLTK's English list (179 words with the, and, of, is, not, you)",
+         (*AUDIT, "--data", "test.parquet"), env={"NLTK_DATA": "junk_nltk_data"}),
 )
 
 
@@ -235,6 +273,19 @@ def make_workspace(folder: Path) -> Path:
     description.write_text(description.read_text()[:200])
     (folder / "out.txt").write_text("an existing file\n")
     (folder / "no_nltk_data").mkdir()
+    junk = folder / "junk_nltk_data" / "corpora" / "stopwords"
+    junk.mkdir(parents=True)
+    (junk / "english").write_text("lorem\nipsum\n")
+    copy = folder / "bilstm-noweights"
+    copy.mkdir()
+    for item in model.iterdir():
+        if item.name != WEIGHTS:
+            (copy / item.name).write_bytes(item.read_bytes())
+    first = paragraph["qas"][0]["id"]
+    (folder / "twice.json").write_text(json.dumps(answers)[:-1] + f', "{first}": "Broncos"}}')
+    pd.concat([predictions, predictions.iloc[[3]]]).to_csv(folder / "twice.csv", index=False)
+    (folder / "results.json").write_text("[]")
+    (folder / "bad-indent.yaml").write_text("run_name: x\ndatasets:\n  squad:\n    task: qa\n   splits: {}\n")
     return folder
 
 
@@ -252,17 +303,25 @@ class Outcome:
     predictions: int  # predict calls that returned
     model_loads: int  # the audit's load_predictor calls
     wrote_audit: bool
+    computations: int = 0  # the commands' own work that returned: heuristics, searches, tests, scores, reports, plans
 
 
 @contextlib.contextmanager
 def counted(mp: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
-    """Count the predictions that completed (BiLSTM, transformers classifier, QA) and the audit's model loads."""
+    """Count the predictions that completed (BiLSTM, transformers classifier, QA), the audit's model loads and the
+    other commands' work that completed."""
     import spurious.audit.classification as audit_classification
     import spurious.core.classifier as classifier
+    import spurious.core.metrics as metrics
+    import spurious.core.plan as plan
     import spurious.core.qa as qa
     import spurious.lexical.bilstm as bilstm
+    import spurious.lexical.features as lexical
+    import spurious.thinktwice.bias as bias
+    import spurious.thinktwice.heuristics as heuristics
+    import spurious.thinktwice.report as report
 
-    calls = {"predictions": 0, "model_loads": 0}
+    calls = {"predictions": 0, "model_loads": 0, "computations": 0}
 
     def counting(fn: Callable, key: str) -> Callable:
         def wrapper(*args, **kwargs):
@@ -274,6 +333,9 @@ def counted(mp: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
 
     for module, name in ((bilstm, "predict_bilstm"), (classifier, "predict_classifier"), (qa, "predict_qa")):
         mp.setattr(module, name, counting(getattr(module, name), "predictions"))
+    for module, name in ((heuristics, "compute_heuristics"), (bias, "search_threshold"), (lexical, "model_bias_test"),
+                         (metrics, "evaluate"), (report, "figure2"), (plan, "planned_jobs")):
+        mp.setattr(module, name, counting(getattr(module, name), "computations"))
     load = audit_classification.load_predictor
 
     def loading(*args, **kwargs):
@@ -309,7 +371,8 @@ def run_case(case: Case, workspace: Path) -> Outcome:
         finally:
             english_stopwords.cache_clear()
     lines = [line for line in err.getvalue().splitlines() if ERROR_LINE.match(line) or "Traceback" in line]
-    return Outcome(status, lines, calls["predictions"], calls["model_loads"], (workspace / "audit").exists())
+    return Outcome(status, lines, calls["predictions"], calls["model_loads"], (workspace / "audit").exists(),
+                   calls["computations"])
 
 
 def _run_job(case: Case, workspace: Path) -> Outcome:
@@ -338,18 +401,25 @@ HEADER = """\
 [← README](../README.md)
 
 Every input the `spurious` command and the workflow read is checked before the work that needs it: the arguments,
-the output folder and the language resources first, then the data, then the model, and only then does anything get
-predicted. A problem is one line on stderr that names the file or argument, what is wrong and what to do, and the
-command exits with status 2 (a workflow job fails, with the same line on the terminal and in its log, and no
-traceback). A file that exists but cannot be read reads `<path>: not a readable <kind> (<the reader's reason>); <what
-to do>`. The configuration is validated against its schema before any job runs, naming the key and what is allowed.
+every output path (a file or folder the command can write) and the language resources first, then the data, then the
+model, and only then is anything computed or predicted. A problem is one line on stderr that names the file or
+argument, what is wrong and what to do, and the command exits with status 2 (argparse's errors too, with where the
+help is; a workflow job fails, with the same line on the terminal and in its log, and no traceback). A file that
+exists but cannot be read, of any kind (parquet, JSON plain or gzip, CSV/TSV, numpy, a model file), reads `<path>:
+not a readable <kind> (<the reader's reason>); <what to do>`; for a file the workflow wrote, what to do is
+`snakemake --forcerun <path>` with the run's other options, which rebuilds it and what depends on it. The
+configuration is validated against its schema before any job runs, naming the key and what is allowed; a config
+file YAML cannot parse is named with its line and column by `spurious plan --configfile FILE` (Snakemake's own
+message, "Config file is not valid JSON or YAML", names neither: run `spurious plan` on it, or `snakemake
+--verbose`).
 A damaged training checkpoint (a truncated or corrupt file in it) stops the rerun that would resume from
 it with `<checkpoint>: not a readable training checkpoint (<the reader's reason>); delete <checkpoint folder> to start
 the run afresh (only the newest checkpoint is kept)` (tested in `tests/core/test_engine.py`).
 
 The table is generated from `tests/core/test_errors_doc.py`, which feeds each input to the command, made from real
 small files and a tiny model, and checks that the line below is what it prints, word for word, and that nothing was
-predicted or written. The paths are relative to the folder the command ran in.
+predicted, computed (heuristics, searches, tests, scores, reports, plans; the too-few-questions case needs the
+heuristics first) or written. The paths are relative to the folder the command ran in.
 
 | input | checked | what you see | case |
 |---|---|---|---|
@@ -419,7 +489,7 @@ def test_bad_input_gives_the_documented_line_before_any_prediction(
         "the message differs from docs/errors.md's; if the new one is right, regenerate the page with "
         "`PYTHONPATH=src python -m tests.core.test_errors_doc`"
     )
-    assert outcome.predictions == 0
+    assert outcome.predictions == 0 and (case.computes or outcome.computations == 0)
     if case.before_model:
         assert outcome.model_loads == 0
     assert not outcome.wrote_audit
@@ -483,6 +553,39 @@ def test_label_ids_written_as_floats_are_label_ids(workspace: Path) -> None:
     assert {k: v for k, v in result.items() if k != "predictions"} == {
         k: v for k, v in json.loads(as_ints[1]).items() if k != "predictions"}
     assert result["accuracy"] == 1.0  # the predictions are the gold labels
+
+
+LOCKED_OUTPUTS = {
+    "annotate": ("annotate", "dev.json", "locked/h.parquet"),
+    "evaluate": ("evaluate", "dev.json", "predictions.json", "--per-example", "locked/s.parquet"),
+    "bias": ("bias", "dev.json", "predictions.json", "--heuristics", "ans-len", "--sample-size", "2", "--json",
+             "locked/b.json"),
+    "report": ("report", "results.json", "--out-dir", "locked/report"),
+    "lexical-test": (*LEXICAL, "predictions.csv", "--json", "locked/l.json"),
+    "plan": ("plan", "--configfile", "bad-indent.yaml", "--json", "locked/plan.json"),
+    "audit": (*AUDIT[:-1], "locked/audit"),
+}
+
+
+@pytest.mark.parametrize("command", list(LOCKED_OUTPUTS))
+def test_an_output_in_a_folder_the_command_cannot_write_is_refused_before_any_work(
+    command: str, workspace: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every command checks every output path first (the other two checks: the cases above). The folder is read-only
+    (mode 555); root may write anywhere, so for root the check is shown the folder as a user sees it."""
+    locked = workspace / "locked"
+    locked.mkdir(exist_ok=True)
+    locked.chmod(0o555)
+    if os.geteuid() == 0:
+        real_access = os.access
+        monkeypatch.setattr(os, "access", lambda path, mode, **kw: (
+            False if Path(path).resolve() == locked.resolve() and mode & os.W_OK else real_access(path, mode, **kw)))
+    outcome = run_case(Case("locked", "", "", LOCKED_OUTPUTS[command]), workspace)
+    where = LOCKED_OUTPUTS[command][-1]
+    option = "" if command == "annotate" else f"{LOCKED_OUTPUTS[command][-2]} "
+    assert outcome.lines == [f"spurious {command}: error: {option}{where}: locked is not writable; pass a path you can "
+                             "write to"]
+    assert (outcome.status, outcome.predictions, outcome.computations, outcome.model_loads) == (2, 0, 0, 0)
 
 
 def test_a_job_keeps_the_traceback_of_an_error_that_is_not_about_its_input(workspace: Path) -> None:

@@ -110,7 +110,7 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.inputs": (
         "load_data load_predictions load_classification_file load_classification_predictions "
-        "PREDICTION_FORMATS InputError"
+        "PREDICTION_FORMATS InputError check_output label_names"
     ),
     "spurious.core.training": (
         "epoch_order latest_checkpoint PreemptionGuard TrainingPreempted pick_device use_bf16 seed_everything "
@@ -121,7 +121,11 @@ CONTRACT_NAMES = {
         "enable position_offset pack model_inputs unpack sequence_classification_logits row_length packed_length "
         "bucket_size PACKED_LENGTHS PackedAttentionUnavailable"
     ),
-    "spurious.core.errors": "InputError UnreadableFileError unreadable MissingResourceError",
+    "spurious.core.errors": "InputError UnreadableFileError unreadable MissingResourceError rebuild_advice",
+    "spurious.core.readers": (
+        "read_parquet read_parquet_table read_parquet_schema metadata_json read_json DuplicateKeyError read_csv "
+        "read_json_lines read_npy read_npz load_torch read_with"
+    ),
     "spurious.core.results_index": "index_html write_index",
     "spurious.core.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
@@ -181,7 +185,7 @@ MOVED_NAMES = {
     "spurious.thinktwice.report": "NA_TEXT fixed_decimals format_markdown write_table",
     "spurious.cli": (
         "CLIError load_data load_predictions load_classification_file load_classification_predictions "
-        "PREDICTION_FORMATS _open_text _read_json_file _is_official_squad main build_parser"
+        "PREDICTION_FORMATS _read_json_file _is_official_squad main build_parser"
     ),
     "spurious.cli.inputs": "CLIError load_data load_predictions load_classification_file load_classification_predictions",
 }

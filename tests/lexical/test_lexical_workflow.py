@@ -16,6 +16,7 @@ from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
 from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+from tests.rehearse.reordered import write_reordered
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 
@@ -154,6 +155,92 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
         (res / "_checkpoints/lexical/qnli/minilm/q/seed0").iterdir()
     )
     assert np.isfinite(perm["log10_p"])
+
+
+def _pending(work, cfg, forcerun=()) -> dict[str, int]:
+    """The jobs `snakemake -n [--forcerun ...] --configfile cfg` plans in ``work``, by rule: Snakemake's own job graph
+    and rerun decisions, made in this process (spurious.core.plan; the dry run's start-up and imports saved)."""
+    from spurious.core import plan
+
+    _, jobs = plan.planned_jobs([cfg], None, work, REPO, forcerun=forcerun)
+    counts: dict[str, int] = {}
+    for job in jobs:
+        counts[job.rule] = counts.get(job.rule, 0) + 1
+    return counts
+
+
+# One key per stage of the tiny run, and the jobs it must rerun: its stage and what depends on it, nothing else.
+# The run: 3 classifiers (MiniLM on uniform and q weights, the BiLSTM on q), each trained, predicted and tested.
+EVERY_CLASSIFIER = {"lexical_train": 3, "lexical_predict": 3, "lexical_permutation": 3}
+REPORT = {"lexical_report": 1, "index": 1}
+STAGE_CHANGES = [
+    ("datasets.qnli.on_invalid", "drop",  # the download and everything after it
+     {"download": 1, "derive_splits": 1, "lexical_features": 1, "lexical_reweight": 1, "lexical_bigrams": 1,
+      "lexical_balance": 1, **EVERY_CLASSIFIER, **REPORT}),
+    ("datasets.qnli.derive.validation_fraction", 0.3,
+     {"derive_splits": 1, "lexical_features": 1, "lexical_reweight": 1, "lexical_bigrams": 1, "lexical_balance": 1,
+      **EVERY_CLASSIFIER, **REPORT}),
+    ("lexical.top_k", 12, {"lexical_features": 1, "lexical_balance": 1, "lexical_permutation": 3, **REPORT}),
+    ("lexical.reweight.max_steps", 150,  # q changes: the q-weighted classifiers, the bigrams' and the balance's q
+     {"lexical_reweight": 1, "lexical_bigrams": 1, "lexical_balance": 1, "lexical_train": 2, "lexical_predict": 2,
+      "lexical_permutation": 2, **REPORT}),
+    ("lexical.bigrams.n", 10, {"lexical_bigrams": 1, **REPORT}),
+    ("lexical.models.minilm.training.learning_rate", 2e-4,
+     {"lexical_train": 2, "lexical_predict": 2, "lexical_permutation": 2, **REPORT}),
+    ("lexical.err_target", "label_distribution", REPORT),
+]
+
+
+def test_a_reordered_config_reruns_nothing_and_a_change_reruns_exactly_its_stage(tiny_lexical_run):
+    """Issue: the same config with its keys reordered (any YAML round trip) reran all jobs, download and training
+    included. Now the params compare by content: every mapping reversed, strings quoted, floats in exponent notation
+    plan nothing, and one changed key per stage plans that stage and what depends on it."""
+    work, cfg = tiny_lexical_run
+    assert _pending(work, cfg) == {}
+    assert _pending(work, write_reordered([cfg], work / "reordered.yaml")) == {}
+    for key, value, expected in STAGE_CHANGES:
+        changed = yaml.safe_load(cfg.read_text())
+        *parents, leaf = key.split(".")
+        section = changed
+        for part in parents:
+            section = section.setdefault(part, {})
+        assert section.get(leaf) != value, key
+        section[leaf] = value
+        path = work / f"changed-{leaf}.yaml"
+        path.write_text(yaml.safe_dump(changed, sort_keys=False))
+        assert _pending(work, path) == expected, key
+
+
+def test_a_damaged_or_deleted_intermediate_is_rebuilt_as_the_message_advises(tiny_lexical_run):
+    """Issue: a truncated intermediate predictions parquet ended the permutation job in a raw ArrowInvalid traceback,
+    and the advice of the time ("delete it, and the workflow writes it anew") was false: with the file deleted,
+    Snakemake had nothing to do, because the job that writes it (lexical_predict) is needed only by jobs whose outputs
+    are up to date (the test's lexical_permutation, the report's metrics), and Snakemake does not rebuild an
+    intermediate that no job needs (that is how a finished run frees disk). Now the job ends in one line naming the
+    command that rebuilds the file, `snakemake --forcerun <path>`, which does, deleted or damaged."""
+    work, cfg = tiny_lexical_run
+    relative = "results/lexical/qnli/predictions/minilm/uniform/seed0.parquet"
+    predictions = work / relative
+    before = pd.read_parquet(predictions)
+    good = predictions.read_bytes()
+
+    predictions.unlink()
+    assert _pending(work, cfg) == {}  # deleted: nothing needs it
+    assert _pending(work, cfg, forcerun=[relative]) == {"lexical_predict": 1, "lexical_permutation": 1, **REPORT}
+
+    predictions.write_bytes(good[: len(good) // 2])  # damaged: newer than the test's output, which is then redone
+    proc = snakemake(work, "--cores", WORKFLOW_CORES, "--configfile", str(cfg), check=False)
+    assert proc.returncode != 0
+    lines = [line for line in proc.stderr.splitlines() if line.startswith("spurious: error: ")]
+    assert len(lines) == 1 and lines[0].startswith(f"spurious: error: {relative}: not a readable parquet file ("), lines
+    assert lines[0].endswith(f"; rebuild it, and what depends on it, with `snakemake --forcerun {relative}` with the "
+                             "run's other options (the same --configfile)")
+    log = (work / "results/logs/lexical/permutation_qnli_minilm_uniform_seed0.log").read_text()
+    assert lines[0].removeprefix("spurious: error: ") in log and "Traceback" not in log
+    command = re.search(r"`snakemake (--forcerun \S+)`", lines[0]).group(1).split()
+    snakemake(work, "--cores", WORKFLOW_CORES, *command, "--configfile", str(cfg))
+    pd.testing.assert_frame_equal(pd.read_parquet(predictions), before)  # rebuilt, the same predictions
+    assert _pending(work, cfg) == {}
 
 
 def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):

@@ -29,6 +29,8 @@ none) and, for each such rule, every model and method the paper config gives it 
 The files a paper config fetches from a URL (``fetch.url``: HANS, the GLUE diagnostics) are fetched by the rule
 fetch_file from the fixtures' copies (``file://``), checked against the fixtures' sha256 and size: a generated config
 overlay, ``results/rehearse/<paper>/fixture-files.yaml``, replaces only each file's ``fetch`` entry.
+* nothing is left to do: a dry run of the same config, merged and written differently (every mapping in reverse key
+  order, strings quoted, floats in exponent notation: ``reordered.py``), plans no job.
 
 It writes ``results/rehearse/<paper>/rehearsal.json`` (elapsed time, jobs per rule) and exits non-zero naming every
 failure.
@@ -55,6 +57,7 @@ REPO = HERE.parents[1]
 sys.path.insert(0, str(HERE))
 
 import hub_fixtures  # noqa: E402
+import reordered as reordered_config  # noqa: E402
 import yaml  # noqa: E402
 
 PAPERS = ("squad", "aflite", "spurious", "lexical")
@@ -306,9 +309,12 @@ def check_after(r: Rehearsal, env: dict[str, str]) -> None:
     missing = missing_outputs(r.workdir, final_outputs(r.paper_plan))
     if missing:
         r.problems.append(f"final tables/figures missing or empty: {missing}")
-    left = pending_jobs(planned_jobs(r.workdir, r.configs, env, everything=False))
+    # the same config written differently (every mapping reversed, strings quoted, floats in exponent notation): the
+    # params compare by content, so nothing is left to run (tests/core/test_rerun.py)
+    reordered = reordered_config.write_reordered(r.configs, r.workdir / "reordered.yaml")
+    left = pending_jobs(planned_jobs(r.workdir, [str(reordered)], env, everything=False))
     if left:
-        r.problems.append(f"jobs still pending after the rehearsal: {left}")
+        r.problems.append(f"jobs still pending after the rehearsal (dry run of the reordered config {reordered}): {left}")
     r.problems += load_problems(r.workdir, r.plan, Path(env["HF_HUB_CACHE"]))
 
 

@@ -10,7 +10,7 @@ import pandas as pd
 import torch
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, io, runlog
+from spurious.core import classification, io, readers, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -19,10 +19,10 @@ log = runlog.setup(snakemake)
 torch.set_num_threads(snakemake.threads)
 inp, p = snakemake.input, snakemake.params
 pool = classification.read_parquet(inp.pool)
-features = {"pool": np.load(inp.pool_features)}
+features = {"pool": readers.read_npy(inp.pool_features)}
 if "dev" in dict(inp.items()):  # named inputs (a Namedlist's `in` looks at the paths)
     dev = classification.read_parquet(inp.dev)
-    features["dev"] = np.load(inp.dev_features)
+    features["dev"] = readers.read_npy(inp.dev_features)
 else:  # the pool filtered alone: an empty dev part
     dev = pool.iloc[:0]
     features["dev"] = np.zeros((0, features["pool"].shape[1]), dtype=features["pool"].dtype)

@@ -2,10 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from spurious.aflite import report as aflite_text_report
-from spurious.core import io, runlog
+from spurious.core import io, readers, runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
@@ -16,7 +14,7 @@ out = snakemake.output
 files = dict(snakemake.input.items())  # named inputs: metrics__<run>, iterations__<dataset>, filter__<dataset>
 metrics = [io.read_json(path) for key, path in files.items() if key.startswith("metrics__")]
 iterations = {
-    key.removeprefix("iterations__"): pd.read_csv(path) for key, path in files.items() if key.startswith("iterations__")
+    key.removeprefix("iterations__"): readers.read_csv(path) for key, path in files.items() if key.startswith("iterations__")
 }
 stopped = {}
 for key, path in files.items():

@@ -3,17 +3,15 @@ filters.<name> set: D_rand and D(AFLite) only, from the pool filtered alone)."""
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, runlog
+from spurious.core import classification, readers, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
 pool = classification.read_parquet(snakemake.input.pool)
-table = pd.read_parquet(snakemake.input.instances)
+table = readers.read_parquet(snakemake.input.instances)
 sets = aflite_text.training_sets(pool, table, seed=snakemake.params.seed)
 outputs = dict(snakemake.output.items())  # named outputs (a Namedlist's `in` looks at the paths)
 if "dev_filtered" in outputs:

@@ -3,9 +3,7 @@ weights and under q (paper Fig. 2)."""
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spurious.core import classification, io, runlog
+from spurious.core import classification, io, readers, runlog
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 
@@ -17,7 +15,7 @@ train = classification.read_parquet(snakemake.input.train)
 n_labels = len(train.attrs["label_names"])
 labels = train["label"].to_numpy()
 weights = reweight.read_weights(snakemake.input.weights, train["id"])
-top = pd.read_csv(snakemake.input.top, keep_default_na=False).drop_duplicates("feature")
+top = readers.read_csv(snakemake.input.top, keep_default_na=False).drop_duplicates("feature")
 features = top["feature"].tolist()
 if hasattr(snakemake.input, "test"):
     test = classification.read_parquet(snakemake.input.test)

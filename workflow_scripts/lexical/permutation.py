@@ -2,9 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spurious.core import classification, io, runlog
+from spurious.core import classification, io, readers, runlog
 from spurious.lexical import features as lexical
 
 if TYPE_CHECKING:
@@ -12,10 +10,10 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
-table = pd.read_parquet(snakemake.input.zscores)
-top = pd.read_csv(snakemake.input.top, keep_default_na=False)
+table = readers.read_parquet(snakemake.input.zscores)
+top = readers.read_csv(snakemake.input.top, keep_default_na=False)
 test = classification.read_parquet(snakemake.input.test)
-predictions = pd.read_parquet(snakemake.input.predictions)
+predictions = readers.read_parquet(snakemake.input.predictions)
 labels = test["label"].to_numpy()
 correct = lexical.correct_predictions(
     predictions, test["id"].astype(str).tolist(), labels, test.attrs["label_names"], source=snakemake.input.predictions

@@ -2,9 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spurious.core import io, runlog
+from spurious.core import io, readers, runlog
 from spurious.core.tables import write_table
 from spurious.lexical import report as lexical_report
 
@@ -17,8 +15,8 @@ datasets = snakemake.params.datasets
 paper_names = {name: spec["paper_name"] for name, spec in datasets.items()}
 summaries = {d: io.read_json(inp[f"reweight__{d}"]) for d in datasets}
 bigrams = {d: io.read_json(inp[f"bigrams__{d}"]) for d in datasets}
-balances = {d: pd.read_csv(inp[f"balance__{d}"], keep_default_na=False) for d in datasets}
-tops = {d: pd.read_csv(inp[f"top__{d}"], keep_default_na=False) for d in datasets}
+balances = {d: readers.read_csv(inp[f"balance__{d}"], keep_default_na=False) for d in datasets}
+tops = {d: readers.read_csv(inp[f"top__{d}"], keep_default_na=False) for d in datasets}
 results = [io.read_json(inp[f"permutation__{run}"]) for run in snakemake.params.runs]
 metrics = [io.read_json(inp[f"metrics__{run}"]) for run in snakemake.params.runs]
 log.info("%d datasets, %d model runs", len(datasets), len(results))

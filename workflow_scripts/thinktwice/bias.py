@@ -2,9 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spurious.core import data, io, runlog
+from spurious.core import data, io, readers, runlog
 from spurious.thinktwice import bias
 
 if TYPE_CHECKING:
@@ -12,7 +10,7 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
-predictions = pd.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
+predictions = readers.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
 values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
 result = bias.search_threshold(
     values,

@@ -3,9 +3,7 @@
 
 from typing import TYPE_CHECKING
 
-import pandas as pd
-
-from spurious.core import data, io, runlog
+from spurious.core import data, io, readers, runlog
 from spurious.thinktwice import bias, paper_values
 
 if TYPE_CHECKING:
@@ -34,7 +32,7 @@ if not reference["found"]:
               "prediction_bias": 0.0}
     log.info("%s: no threshold on %s", w.heuristic, meta["threshold_from"])
 else:
-    predictions = pd.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
+    predictions = readers.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
     values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
     result = bias.measure_at_threshold(
         values,

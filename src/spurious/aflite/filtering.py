@@ -33,6 +33,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from spurious.core import readers
 from spurious.core.io import atomic_path, write_json
 from spurious.core.training import pick_device
 
@@ -348,7 +349,7 @@ class _IterationState:
         folder.mkdir(parents=True, exist_ok=True)
         settings = folder / "settings.json"
         if settings.exists():
-            saved = json.loads(settings.read_text())
+            saved = readers.read_json(settings, fix=f"delete {folder} to start the filtering again")
             if saved != fingerprint:
                 changed = sorted(key for key in fingerprint if saved.get(key) != fingerprint[key])
                 raise ValueError(
@@ -363,8 +364,8 @@ class _IterationState:
         for i, path in enumerate(sorted(self.folder.glob("iteration_*.npz"))):
             if path.name != f"iteration_{i:05d}.npz":
                 raise ValueError(f"{self.folder}: saved iterations are not consecutive at {path.name}")
-            with np.load(path) as archive:
-                saved.append((json.loads(str(archive["record"])), archive["scores"]))
+            archive = readers.read_npz(path, fix=f"delete {self.folder} to start the filtering again")
+            saved.append((json.loads(str(archive["record"])), archive["scores"]))
         return saved
 
     def save(self, record: dict[str, Any], scores: np.ndarray) -> None:

@@ -35,7 +35,6 @@ the paper's: RoBERTa trained on SNLI filtered to a target size n (the τ-stopped
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -44,7 +43,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core import readers
 from spurious.core.classification import GROUP_SEPARATOR
+from spurious.core.errors import rebuild_advice
 
 ALL = "all"
 TRAIN_SET_LABELS: dict[str, str] = {"full": "D", "random": "D_rand", "aflite": "D(AFLite)"}
@@ -110,7 +111,7 @@ def model_label_names(model_dir: str) -> list[str]:
     config_file = Path(model_dir) / "config.json"
     if not config_file.is_file():
         raise FileNotFoundError(f"{model_dir}: no config.json; not a trained sequence classifier")
-    id2label = json.loads(config_file.read_text()).get("id2label") or {}
+    id2label = readers.read_json(config_file, kind="model config", fix=rebuild_advice(model_dir)).get("id2label") or {}
     return [str(id2label[k]) for k in sorted(id2label, key=int)]
 
 

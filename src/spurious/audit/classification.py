@@ -62,7 +62,9 @@ def read_model_config(model: str | os.PathLike) -> Any:
 
     try:
         return load_config(model)
-    except (OSError, ValueError, ModelResolutionError) as exc:
+    except ModelResolutionError:  # no such folder, an unknown embedded name: its own one line
+        raise
+    except (OSError, ValueError) as exc:
         raise AuditInputError(f"{model}: not a model folder or hub id that transformers can read ({exc})") from None
 
 
@@ -74,11 +76,11 @@ def model_label_names(model: str | os.PathLike) -> list[str]:
     if path.exists() and is_bilstm(path):
         return read_description(path)["label_names"]
     if path.exists() and (path / "prompt.json").is_file():
-        import json
+        from spurious.core import readers
 
-        with unreadable(path / "prompt.json", "prompt-based model description", "save the prompt-based model again",
-                        READ_ERRORS + (KeyError, TypeError)):
-            return list(json.loads((path / "prompt.json").read_text())["label_names"])
+        fix = "save the prompt-based model again"
+        with unreadable(path / "prompt.json", "prompt-based model description", fix, READ_ERRORS + (KeyError, TypeError)):
+            return list(readers.read_json(path / "prompt.json", fix=fix)["label_names"])
     config = read_model_config(model)
     archs = [a for a in (config.architectures or []) if "SequenceClassification" in a]
     if not archs:

@@ -99,15 +99,14 @@ def adopt_model_names(frame: pd.DataFrame, model_names: list[str]) -> bool:
 
 
 def check_out_dir(out: str | os.PathLike) -> None:
-    """AuditInputError unless ``out`` is a folder this process can write into, or one it can create."""
-    path = Path(out)
-    if path.exists() and not path.is_dir():
-        raise AuditInputError(f"--out {path}: a file, not a folder; pass a folder for audit.json and report.html")
-    existing = next(p for p in (path, *path.parents) if p.exists())
-    if not existing.is_dir():
-        raise AuditInputError(f"--out {path}: {existing} is a file, so the folder cannot be made; pass another folder")
-    if not os.access(existing, os.W_OK | os.X_OK):
-        raise AuditInputError(f"--out {path}: {existing} is not writable; pass a folder you can write to")
+    """AuditInputError unless ``out`` is a folder this process can write into, or one it can create (the check every
+    command makes of its outputs, :func:`spurious.core.inputs.check_output`)."""
+    from spurious.core.inputs import InputError, check_output
+
+    try:
+        check_output(out, "--out", folder=True, holds=" for audit.json and report.html")
+    except InputError as exc:
+        raise AuditInputError(str(exc)) from None
 
 
 def check_arguments(task: str, out: str | os.PathLike, *, tokens: tuple[str, ...], features: list[str] | None,
@@ -247,7 +246,7 @@ examples:
 
 
 def add_parser(sub: Any) -> None:
-    from spurious.core.inputs import non_negative_int, positive_int
+    from spurious.core.inputs import label_names, non_negative_int, positive_int
     from spurious.thinktwice import paper_values
 
     summary = "which shortcuts a model takes: every diagnostic of the four papers that fits its task, in one report"
@@ -262,7 +261,7 @@ def add_parser(sub: Any) -> None:
     p.add_argument("--train", default=None, metavar="FILE",
                    help="classification: the model's training data (the lexical features and AFLite's predictability)")
     p.add_argument("--out", required=True, metavar="DIR", help="the folder audit.json and report.html go into")
-    p.add_argument("--label-names", default=None, metavar="N0,N1,...",
+    p.add_argument("--label-names", type=label_names, default=None, metavar="N0,N1,...",
                    help="classification: the data's label names in index order (renames a parquet's label ids)")
     p.add_argument("--on-invalid", choices=("error", "drop"), default="error",
                    help="invalid records in --data / --train: stop with an error (default) or drop them")
@@ -302,7 +301,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     run_audit(
         args.model, args.task, args.out, data=args.data, train=args.train,
         label_names=args.label_names.split(",") if args.label_names else None,
-        tokens=tuple(args.insert_token), features=args.features.split(",") if args.features else None,
+        tokens=tuple(args.insert_token), features=args.features.split(",") if args.features is not None else None,
         tfidf_reference=args.tfidf_reference, on_invalid=args.on_invalid, device=args.device, threads=args.threads,
         log_fn=progress,
         bias_settings={"sample_size": args.sample_size, "iterations": args.iterations, "seed": args.seed,

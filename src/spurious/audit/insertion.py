@@ -73,6 +73,15 @@ def insertions(features: Sequence[str] | None = None, tokens: Sequence[str] = ()
     (inserted as the first word). An unknown feature name or a token with whitespace raises ValueError (the audit
     checks both before any other step)."""
     names = list(DEFAULT_FEATURES if features is None else features)
+    if any(not name.strip() for name in names):  # "--features ''" or "a,,b"
+        raise ValueError(
+            f"insertion features {','.join(names)!r}: an empty name; name SpuriousBench insertion features, "
+            "comma-separated, or leave them out for the default (punctuation and prefixes)"
+        )
+    for kind, given in (("insertion feature", names), ("inserted token", list(tokens))):
+        repeated = [g for i, g in enumerate(given) if g in given[:i]]
+        if repeated:
+            raise ValueError(f"{kind} {repeated[0]!r} given twice; give each once (it would be tested and listed twice)")
     out = []
     for name in names:
         spec = sb.FEATURES.get(name)

@@ -74,12 +74,13 @@ def featurisation_settings(model: str | os.PathLike) -> tuple[dict[str, Any], st
     """The windowing and answer-search settings a model was trained with, from the ``training.json`` the workflow
     writes beside the model folder (or inside it), so that its predictions are the workflow's; the package defaults
     (max_length 384, stride 128) when there is none. Returns (settings, where they came from)."""
-    import json
+    from spurious.core import readers
+    from spurious.core.errors import rebuild_advice
 
     folder = Path(os.fspath(model))
     for candidate in (folder / "training.json", folder.parent / "training.json"):
         if folder.is_dir() and candidate.is_file():
-            saved = json.loads(candidate.read_text()).get("settings") or {}
+            saved = readers.read_json(candidate, fix=rebuild_advice(folder)).get("settings") or {}
             found = {k: saved[k] for k in FEATURISATION_KEYS if k in saved}
             if found:
                 return found, str(candidate)

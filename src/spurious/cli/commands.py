@@ -23,6 +23,7 @@ from spurious.cli.inputs import (
     parse_heuristics,
     parse_variants,
 )
+from spurious.core.inputs import check_output
 from spurious.core.progress import available_cores
 
 log = logging.getLogger("spurious.cli")
@@ -56,14 +57,13 @@ def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[st
     missing columns or rows, and non-numeric or NaN values are CLIErrors naming the file and the fix."""
     import numpy as np
 
-    from spurious.core.errors import unreadable
+    from spurious.core import readers
 
     p = Path(path)
     if not p.exists():
         raise CLIError(f"heuristics file {p} does not exist; create it with `spurious annotate`")
     fix = "create it again with `spurious annotate` on this data file"
-    with unreadable(p, "parquet file", fix):
-        table = pd.read_parquet(p)
+    table = readers.read_parquet(p, fix=fix)
     missing_cols = [c for c in ["id", *heuristics] if c not in table.columns]
     if missing_cols:
         raise CLIError(
@@ -94,6 +94,7 @@ def _load_heuristics_parquet(path: str, frame: pd.DataFrame, heuristics: list[st
 def cmd_annotate(args: argparse.Namespace) -> int:
     from spurious.core.io import write_parquet
 
+    check_output(args.out, None, holds=" for the heuristics (a parquet)")
     heuristics = parse_heuristics(args.heuristics)
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
     values = _annotate_frame(frame, args, heuristics)
@@ -120,6 +121,8 @@ def _warn_version(info: dict[str, Any]) -> None:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     from spurious.core.metrics import evaluate, score_predictions
 
+    if args.per_example:
+        check_output(args.per_example, "--per-example")
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
     _warn_version(info)
     predictions = load_predictions(args.predictions)
@@ -184,6 +187,8 @@ def cmd_bias(args: argparse.Namespace) -> int:
     from spurious.core.metrics import score_predictions
     from spurious.thinktwice.bias import NOT_FOUND_REASONS, InsufficientRowsError, search_threshold
 
+    if args.json:
+        check_output(args.json, "--json")
     heuristics = parse_heuristics(args.heuristics)
     frame, info = load_data(args.data, on_invalid=args.on_invalid)
     _warn_version(info)
@@ -244,16 +249,15 @@ def cmd_bias(args: argparse.Namespace) -> int:
 
 
 def cmd_report(args: argparse.Namespace) -> int:
-    from spurious.core.errors import unreadable
     from spurious.core.io import atomic_paths
     from spurious.thinktwice import report
 
+    check_output(args.out_dir, "--out-dir", folder=True, holds=" for the tables and figure2")
     results = []
     for p in args.results:
         if not Path(p).exists():
             raise CLIError(f"results file {p} does not exist; produce it with `spurious bias --json`")
-        with unreadable(p, "results file", "produce it with `spurious bias --json`"):
-            results += report.load_results([p])
+        results += report.load_results([p], fix="produce it with `spurious bias --json`")
     out = Path(args.out_dir)
     try:
         bias = report.bias_table(results, paper_run=args.paper_run)
@@ -274,6 +278,8 @@ def cmd_report(args: argparse.Namespace) -> int:
 def cmd_lexical_test(args: argparse.Namespace) -> int:
     from spurious.lexical import features as lexical
 
+    if args.json:
+        check_output(args.json, "--json")
     train = load_classification_file(args.train, args)
     test = load_classification_file(args.test, args)
     if list(train.attrs["label_names"]) != list(test.attrs["label_names"]):

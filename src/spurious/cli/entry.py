@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import difflib
 import logging
+import re
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from spurious.audit.command import add_parser as add_audit_parser
 from spurious.audit.command import add_sample_size_option
@@ -13,7 +16,7 @@ from spurious.cli.commands import cmd_annotate, cmd_bias, cmd_evaluate, cmd_lexi
 from spurious.cli.data import add_parser as add_data_parser
 from spurious.cli.inputs import COMPAT_CHOICES, EXIT_USAGE, HEURISTIC_NAMES, CLIError
 from spurious.cli.plan import add_parser as add_plan_parser
-from spurious.core.inputs import non_negative_int, positive_int
+from spurious.core.inputs import label_names, non_negative_int, positive_int
 from spurious.thinktwice import paper_values
 
 log = logging.getLogger("spurious.cli")
@@ -37,6 +40,21 @@ options and examples."""
 #: The help of -v / -q (they go before or after the subcommand).
 VERBOSE_HELP = "also log progress details (INFO) on stderr"
 QUIET_HELP = "print no progress (bars, progress lines, log messages below errors); results and errors still print"
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse's parser with its errors in one line, as every other error of the command: what is wrong, the
+    nearest subcommand for a mistyped one, and where the help is (instead of the usage block)."""
+
+    def error(self, message: str) -> NoReturn:
+        choice = re.match(r"argument (\S+): invalid choice: '(.*)' \(choose from (.*)\)$", message)
+        if choice:
+            option, given, offered = choice.groups()
+            names = [name.strip(" '") for name in offered.split(",")]
+            near = difflib.get_close_matches(given, names, n=1)
+            hint = f"; did you mean {near[0]!r}?" if near else ""
+            message = f"argument {option}: invalid choice {given!r}{hint} (choose from {', '.join(names)})"
+        self.exit(EXIT_USAGE, f"{self.prog}: error: {message}; see `{self.prog} -h`\n")
 
 
 def examples(*lines: str) -> str:
@@ -219,7 +237,8 @@ def _add_lexical_test(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--text-columns", default=None, metavar="A[,B]",
                    help="input column(s) of TRAIN/TEST (a hub parquet export or a TSV; default: known names)")
     p.add_argument("--label-column", default=None, help="label column of TRAIN/TEST (default: label or gold_label)")
-    p.add_argument("--label-names", default=None, metavar="N0,N1,...", help="label names in index order")
+    p.add_argument("--label-names", type=label_names, default=None, metavar="N0,N1,...",
+                   help="label names in index order")
     p.add_argument(
         "--on-invalid", choices=("error", "drop"), default="error",
         help="invalid records (empty text, duplicate id, label out of range): stop with an error (default) or drop them",
@@ -231,7 +250,7 @@ def _add_lexical_test(sub: argparse._SubParsersAction) -> None:
 def build_parser() -> argparse.ArgumentParser:
     import spurious
 
-    parser = argparse.ArgumentParser(
+    parser = Parser(
         prog="spurious", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--version", action="version", version=f"spurious {spurious.__version__}",

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 from pathlib import Path
 
@@ -47,11 +46,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def cmd_plan(args: argparse.Namespace) -> int:
     from spurious.core import plan
+    from spurious.core.config import load_config_file
+    from spurious.core.inputs import check_output
 
+    if args.json:
+        check_output(args.json, "--json")
     configs = [Path(c) for c in args.configfile]
     for path in configs:
         if not path.is_file():
             raise CLIError(f"{path}: no such config file")
+        load_config_file(path)  # a file YAML cannot parse: its line and column, before Snakemake's vaguer message
     try:
         root = plan.workflow_root()
     except plan.PlanError as exc:
@@ -72,5 +76,7 @@ def cmd_plan(args: argparse.Namespace) -> int:
     print(plan.markdown(name, rules, bases))
     print(f"Formula: {plan.FORMULA}\n\nUncertainty: {plan.UNCERTAINTY}")
     if args.json:
-        Path(args.json).write_text(json.dumps(plan.as_json(name, rules, bases), indent=2) + "\n")
+        from spurious.core.io import write_json
+
+        write_json(plan.as_json(name, rules, bases), args.json)
     return 0

@@ -31,9 +31,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spurious.core import hub
+from spurious.core import hub, readers
 from spurious.core.data import DataValidationError, resolve_mirror_path
-from spurious.core.errors import WRITE_AGAIN, unreadable
+from spurious.core.errors import rebuild_advice
 from spurious.core.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -204,9 +204,9 @@ def _groups(
 def load_glue_tsv(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     """A GLUE-style TSV with a header row (plain or .gz). Quotes are literal text in GLUE files, never quoting."""
     path = Path(path)
-    with unreadable(path, "GLUE-style TSV file", "pass tab-separated text with a header row (plain or .gz); if the file "
-                    "is damaged, " + WRITE_AGAIN):
-        df = pd.read_csv(path, sep="\t", quoting=csv.QUOTE_NONE, dtype=str, keep_default_na=False, on_bad_lines="error")
+    df = readers.read_csv(path, kind="GLUE-style TSV file", fix="pass tab-separated text with a header row (plain or "
+                          ".gz); if the file is damaged, " + rebuild_advice(path), sep="\t", quoting=csv.QUOTE_NONE,
+                          dtype=str, keep_default_na=False, on_bad_lines="error")
     return normalize(df, source=str(path), **columns)
 
 
@@ -223,18 +223,15 @@ def hf_label_names(schema_metadata: Mapping[bytes, bytes] | None, label_column: 
 def load_jsonl(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     """A JSON-lines file (plain or .gz), one record per line: MultiNLI's and Adversarial NLI's release layout."""
     path = Path(path)
-    try:
-        df = pd.read_json(path, lines=True, dtype=False)
-    except ValueError as err:
-        raise DataValidationError(f"{path}: not a JSON-lines file ({err}); one JSON object per line is expected") from err
+    df = readers.read_json_lines(path, fix="pass one JSON object per line (plain or .gz); if the file is damaged, "
+                                 + rebuild_advice(path), dtype=False)
     return normalize(df, source=str(path), **columns)
 
 
 def load_hf_parquet(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     """A Hugging Face parquet export (e.g. ``glue/qnli/validation/0000.parquet``); label names from its metadata."""
     path = Path(path)
-    with unreadable(path, "parquet file", WRITE_AGAIN):
-        table = pq.read_table(path)
+    table = readers.read_parquet_table(path)
     df = table.to_pandas()
     if columns.get("label_names") is None:
         label = columns.get("label_column") or next((c for c in KNOWN_LABEL_COLUMNS if c in df.columns), "label")
@@ -417,10 +414,9 @@ def write_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mapping[s
 
 def read_parquet(path: str | os.PathLike) -> pd.DataFrame:
     """Read a normalised classification parquet; ``attrs`` carries ``label_names``, ``is_pair`` and the metadata."""
-    with unreadable(path, "parquet file", WRITE_AGAIN):
-        table = pq.read_table(path)
+    table = readers.read_parquet_table(path)
     missing = [c for c in CLASSIFICATION_COLUMNS if c not in table.column_names]
-    meta = json.loads((table.schema.metadata or {}).get(b"spurious", b"{}"))
+    meta = readers.metadata_json(table.schema.metadata, b"spurious", path)
     if missing or "label_names" not in meta:
         raise DataValidationError(
             f"{path}: not a normalised classification parquet (missing columns {missing} or label names); "

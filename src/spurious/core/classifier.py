@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import compiled, packing
+from spurious.core import compiled, packing, readers
 from spurious.core.config import result_settings
 from spurious.core.engine import (
     TrainState,
@@ -45,12 +45,13 @@ from spurious.core.engine import (
     world,
 )
 from spurious.core.engine import train as engine_train
+from spurious.core.errors import rebuild_advice
 from spurious.core.logits import ids_sha256
 from spurious.core.models import (
+    from_pretrained,
     load_config,
     load_tokenizer,
     model_attention_mask,
-    pretrained,
     quiet_transformers,
     resolve_model,
 )
@@ -321,10 +322,7 @@ def load_classifier(name_or_path: str | os.PathLike, *, label_names: Sequence[st
         logger.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
         with quiet_transformers():
             return AutoModelForSequenceClassification.from_config(config)
-    with quiet_transformers():
-        model, info = pretrained(
-            AutoModelForSequenceClassification, resolve_model(name_or_path), output_loading_info=True, **labels
-        )
+    model, info = from_pretrained(AutoModelForSequenceClassification, name_or_path, output_loading_info=True, **labels)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         logger.info("%s: newly initialised weights (%s); trained by fine-tuning", name_or_path, ", ".join(missing[:6]))
@@ -701,8 +699,7 @@ def load_trained_classifier(
     if prompt_meta is None:
         from transformers import AutoModelForSequenceClassification
 
-        with quiet_transformers():
-            model = pretrained(AutoModelForSequenceClassification, resolved)
+        model = from_pretrained(AutoModelForSequenceClassification, resolved)
         names = [model.config.id2label[i] for i in range(model.config.num_labels)]
     else:
         from transformers import AutoModelForMaskedLM
@@ -715,11 +712,10 @@ def load_trained_classifier(
                 f"{model_dir}: the tokenizer maps the label words {list(prompt.label_words)} to {ids}, but the model "
                 f"was trained with {prompt_meta['label_word_ids']}"
             )
-        with quiet_transformers():
-            model = PromptClassifier(pretrained(AutoModelForMaskedLM, resolved), ids)
+        model = PromptClassifier(from_pretrained(AutoModelForMaskedLM, resolved), ids)
     if max_length is None:
         state_file = Path(resolved) / "training_state.json"
-        trained = json.loads(state_file.read_text())["settings"] if state_file.is_file() else {}
+        trained = readers.read_json(state_file, fix=rebuild_advice(resolved))["settings"] if state_file.is_file() else {}
         max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
     dev = pick_device(device)
     packing.enable(model, attention, device=dev, bf16=use_bf16(bf16, dev), log=logger.info)

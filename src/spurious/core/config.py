@@ -35,12 +35,79 @@ _UNSET = object()
 
 def result_settings(settings: Mapping[str, Any]) -> dict[str, Any]:
     """The settings that can change a result: all but :data:`RUNTIME_SETTINGS` and those at their
-    :data:`NEUTRAL_DEFAULTS` value."""
-    return {
+    :data:`NEUTRAL_DEFAULTS` value (compared by content, :func:`canonical`)."""
+    return canonical({
         k: v
         for k, v in settings.items()
         if k not in RUNTIME_SETTINGS and NEUTRAL_DEFAULTS.get(k, _UNSET) != v
-    }
+    })
+
+
+def content_repr(value: Any) -> str:
+    """``repr(value)`` that depends on its content only: the keys of every mapping in sorted order, and a whole float
+    written as the integer it equals (``3.0`` as ``3``: YAML's ``epochs: 3`` and ``epochs: 3.0`` are one setting).
+    Lists keep their order, which means something (heuristic names, seeds)."""
+    if isinstance(value, Mapping) and not isinstance(value, RuleSettings):
+        items = sorted(value.items(), key=lambda item: repr(item[0]))
+        return "{" + ", ".join(f"{content_repr(k)}: {content_repr(v)}" for k, v in items) + "}"
+    if isinstance(value, list | tuple):
+        return "[" + ", ".join(content_repr(v) for v in value) + "]"
+    if isinstance(value, float) and value.is_integer():
+        return repr(int(value))
+    return repr(value)
+
+
+class ContentDict(dict):
+    """A dict whose ``repr`` is :func:`content_repr`'s. Snakemake's params rerun trigger compares the ``repr`` of
+    every param of a builtin type, so a param built from the config in the config's key order would rerun its job
+    when only the order changed (any YAML round trip); as a ContentDict it reruns when the content does. Its own
+    order, which a script may show (a report's rows), stays the config's."""
+
+    def __repr__(self) -> str:
+        return content_repr(self)
+
+
+class ContentList(list):
+    """A list whose ``repr`` is :func:`content_repr`'s (mappings in it compared by content, see :class:`ContentDict`)."""
+
+    def __repr__(self) -> str:
+        return content_repr(self)
+
+
+class ContentFloat(float):
+    """A float whose ``repr`` is :func:`content_repr`'s: ``3.0`` compares as ``3``."""
+
+    def __repr__(self) -> str:
+        return content_repr(float(self))
+
+
+class UnorderedList(list):
+    """A list whose order follows the config's mappings only (the runs of a report): its ``repr`` sorts the items'
+    :func:`content_repr`, so that reordering the config compares equal."""
+
+    def __repr__(self) -> str:
+        return "[" + ", ".join(sorted(content_repr(v) for v in self)) + "]"
+
+
+def unordered(items: Any) -> UnorderedList:
+    """``items`` as a param compared without regard to their order (:class:`UnorderedList`)."""
+    return UnorderedList(items)
+
+
+def canonical(value: Any) -> Any:
+    """``value`` as a rule param that Snakemake's params trigger compares by content (:func:`content_repr`): a
+    mapping becomes a :class:`ContentDict`, a list or tuple a :class:`ContentList`, a float a
+    :class:`ContentFloat`; what is in them, and every other value, is passed unchanged. Every param a rule derives
+    from the config goes through it (tests/core/test_rerun.py checks every job of every shipped config)."""
+    if isinstance(value, RuleSettings):
+        return value
+    if isinstance(value, Mapping):
+        return ContentDict(value)
+    if isinstance(value, list | tuple):
+        return ContentList(value)
+    if isinstance(value, float) and not isinstance(value, ContentFloat):
+        return ContentFloat(value)
+    return value
 
 
 class RuleSettings(Mapping):
@@ -103,6 +170,32 @@ def _describe(error: jsonschema.ValidationError) -> str:
     if error.validator == "additionalProperties":
         return f"config key '{key}': {error.message}; allowed keys: {sorted(error.schema.get('properties', {}))}"
     return f"config key '{key}': {error.message}"
+
+
+def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
+    """A config file (YAML, or JSON), as Snakemake reads it; a file YAML cannot parse is an InputError naming the
+    file, the line and the column where the parser stopped, and what it expected (Snakemake's own message names
+    none of them)."""
+    from spurious.core.errors import InputError
+
+    try:
+        with open(path, encoding="utf-8") as fh:
+            config = yaml.safe_load(fh)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        where = f"line {mark.line + 1}, column {mark.column + 1}" if mark else "an unknown place"
+        what = " ".join(str(part) for part in (exc.problem, exc.context) if part)
+        started = exc.context_mark if exc.context_mark is not None and exc.problem_mark is not None else None
+        since = f" that starts at line {started.line + 1}, column {started.column + 1}" if started else ""
+        raise InputError(
+            f"{path}: not valid YAML at {where} ({what}{since}); check the indentation there (the keys of one mapping "
+            "in one column, spaces, not tabs) and that every key is followed by a colon"
+        ) from None
+    except (yaml.YAMLError, UnicodeDecodeError) as exc:
+        raise InputError(f"{path}: not valid YAML ({' '.join(str(exc).split())}); write the config as YAML") from None
+    if not isinstance(config, dict):
+        raise InputError(f"{path}: a config is a mapping of keys (run_name, datasets, ...), got {type(config).__name__}")
+    return config
 
 
 def load_schema(path: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -6,11 +6,9 @@ where each ``answers`` cell is ``{"text": [...], "answer_start": [...]}``.
 
 from __future__ import annotations
 
-import gzip
 import json
 import logging
 import os
-import zlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,8 +19,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spurious.core import hub
-from spurious.core.errors import WRITE_AGAIN, unreadable
+from spurious.core import hub, readers
 from spurious.core.io import align_to_ids, atomic_path
 
 log = logging.getLogger(__name__)
@@ -47,12 +44,6 @@ class DataValidationError(ValueError):
     """A dataset file holds records that break the QA schema."""
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
-
-
 def read_json_file(path: str | os.PathLike) -> Any:
     """One JSON document (plain or gzip); a missing, empty, truncated or non-JSON file is a
     :class:`DataValidationError` naming the file and the fix."""
@@ -61,18 +52,7 @@ def read_json_file(path: str | os.PathLike) -> Any:
         raise DataValidationError(f"{path}: no such file; check the path (or the mirror, ${MIRROR_ENV})")
     if path.stat().st_size == 0:
         raise DataValidationError(f"{path}: the file is empty; download it again")
-    try:
-        with _open_text(path) as fh:
-            return json.load(fh)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise DataValidationError(
-            f"{path}: the gzip stream is truncated or corrupt ({type(exc).__name__}: {exc}); download the file again"
-        ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise DataValidationError(
-            f"{path}: not valid JSON ({exc}); the file is truncated or not a JSON file: download it again or fix "
-            "its format in the config"
-        ) from exc
+    return readers.read_json(path, fix="download it again, or fix its format in the config")
 
 
 def _answers(answers: Any, where: str) -> dict[str, list]:
@@ -383,8 +363,7 @@ def write_qa_parquet(df: pd.DataFrame, path: str | os.PathLike, metadata: Mappin
 
 def read_qa_parquet(path: str | os.PathLike) -> pd.DataFrame:
     """Read a normalised QA parquet; ``answers`` cells become ``{"text": list, "answer_start": list}``."""
-    with unreadable(path, "parquet file", WRITE_AGAIN):
-        table = pq.read_table(path)
+    table = readers.read_parquet_table(path)
     missing = [c for c in QA_COLUMNS if c not in table.column_names]
     if missing:
         raise DataValidationError(f"{path}: not a normalised QA parquet, missing columns {missing}")
@@ -416,7 +395,7 @@ def read_heuristic_values(path: str | os.PathLike, heuristic: str, ids: Sequence
     """The values of one heuristic column of a heuristics parquet, aligned to ``ids``.
 
     Fails naming the file when the column or some ids are missing (e.g. predictions made on another split)."""
-    table = pq.read_table(path)
+    table = readers.read_parquet_table(path)
     if heuristic not in table.column_names:
         raise DataValidationError(
             f"{path}: no column {heuristic!r} (has {table.column_names[1:]}); add it to heuristics.names"

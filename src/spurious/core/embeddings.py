@@ -15,9 +15,10 @@ import numpy as np
 import pandas as pd
 import torch
 
+from spurious.core import readers
 from spurious.core.classifier import encode
 from spurious.core.io import align_to_ids
-from spurious.core.models import load_tokenizer, pretrained, quiet_transformers, resolve_model
+from spurious.core.models import from_pretrained, load_tokenizer
 from spurious.core.training import autocast, pad_multiple, pick_device, use_bf16
 
 POOLINGS = ("cls", "mean")
@@ -43,8 +44,7 @@ def embed(
     if pooling not in POOLINGS:
         raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
     dev = pick_device(device)
-    with quiet_transformers():
-        model = pretrained(AutoModel, resolve_model(model_name_or_path))
+    model = from_pretrained(AutoModel, model_name_or_path)
     model.to(dev).eval()
     data = encode(frame, load_tokenizer(model_name_or_path), max_length)
     out = np.zeros((len(data), model.config.hidden_size), dtype=np.float32)
@@ -72,14 +72,14 @@ def read_features(path: str | os.PathLike, ids: pd.Series | list[str]) -> np.nda
     or a ``.npy`` whose rows are in the data's order (a ``.npy`` must have exactly one row per id)."""
     path = os.fspath(path)
     if path.endswith(".npy"):
-        values = np.load(path)
+        values = readers.read_npy(path)
         if values.ndim != 2 or values.shape[0] != len(ids):
             raise ValueError(
                 f"{path}: a .npy of features must be 2-d with one row per example ({len(ids)}), got shape "
                 f"{values.shape}; or give a parquet with an id column"
             )
         return values.astype(np.float32)
-    table = pd.read_parquet(path)
+    table = readers.read_parquet(path)
     if "id" not in table.columns:
         raise ValueError(f"{path}: a features parquet needs an id column and one numeric column per dimension")
     numeric = table.drop(columns="id").astype(np.float32)

@@ -53,8 +53,8 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from spurious.core import compiled
-from spurious.core.io import fsync_dir, fsync_tree, read_json, write_json
+from spurious.core import compiled, readers
+from spurious.core.io import fsync_dir, fsync_tree, write_json
 from spurious.core.training import (
     CHECKPOINT_PREFIX,
     PreemptionGuard,
@@ -795,8 +795,13 @@ def _load_state(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
     except (*READ_ERRORS, KeyError, SafetensorError) as exc:
         raise UnreadableFileError(
             ckpt, f"not a readable training checkpoint ({reason(exc)})",
-            f"delete {checkpoint_dir} to start the run afresh (only the newest checkpoint is kept)",
+            _afresh(checkpoint_dir),
         ) from exc
+
+
+def _afresh(checkpoint_dir: Path) -> str:
+    """What to do with a damaged checkpoint."""
+    return f"delete {checkpoint_dir} to start the run afresh (only the newest checkpoint is kept)"
 
 
 def _resume(
@@ -815,7 +820,8 @@ def _resume(
     ckpt = latest_checkpoint(checkpoint_dir)
     if ckpt is None:
         return state, None, None
-    saved = TrainState(**json.loads((ckpt / STATE_FILE).read_text()))
+    afresh = _afresh(checkpoint_dir)
+    saved = TrainState(**readers.read_json(ckpt / STATE_FILE, kind="training checkpoint's state", fix=afresh))
     if saved.fingerprint != state.fingerprint:
         raise RuntimeError(
             f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
@@ -844,7 +850,7 @@ def _resume(
     if keep_best and saved.best_step is not None:
         best_file = ckpt / BEST_WEIGHTS_FILE
         best_weights = (
-            torch.load(best_file, map_location="cpu", weights_only=True)
+            readers.load_torch(best_file, kind="training checkpoint's best weights", fix=afresh)
             if best_file.is_file()
             else cpu_copy(model.state_dict())  # the checkpoint's own weights are the best
         )
@@ -864,7 +870,7 @@ def _restore_schedule(scheduler: Any, ckpt: Path, step: int, checkpoint_dir: Pat
     path = ckpt / SCHEDULE_FILE
     if not path.is_file():
         raise RuntimeError(f"checkpoint {ckpt} has no {SCHEDULE_FILE} (incomplete); delete {checkpoint_dir} to start afresh")
-    record = read_json(path)
+    record = readers.read_json(path, kind="training checkpoint's schedule", fix=_afresh(checkpoint_dir))
     if record.get("step") != step:
         raise RuntimeError(
             f"{path}: the schedule is at step {record.get('step')} and the checkpoint at step {step}; delete "
@@ -912,7 +918,7 @@ def _read_pickled_schedule(path: Path, refusal: str) -> dict[str, Any]:
     """The ``_schedule_record`` of an earlier version's pickled ``LambdaLR`` state, or a RuntimeError ending with
     ``refusal``."""
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)
+        saved = readers.load_torch(path, kind="learning-rate schedule", fix=refusal)
     except Exception as exc:  # noqa: BLE001 - any reason (a forbidden global, a damaged file) ends in the refusal
         reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
         raise RuntimeError(f"{path}: not the plain state of a learning-rate schedule ({reason}); {refusal}") from None

@@ -3,7 +3,8 @@
 The ``spurious`` command prints an :class:`InputError` as one line on stderr and exits with status 2; a workflow job
 that raises one ends with the same line (:func:`spurious.core.runlog.setup`), without a traceback. A file that exists
 but cannot be read (a truncated parquet, a corrupt gzip stream, a damaged model or checkpoint) is an
-:class:`UnreadableFileError`: ``<path>: <what is wrong>; <what to do>``. ``docs/errors.md`` lists the messages.
+:class:`UnreadableFileError`: ``<path>: <what is wrong>; <what to do>``; the readers of every file kind
+(:mod:`spurious.core.readers`) raise it. ``docs/errors.md`` lists the messages.
 """
 
 from __future__ import annotations
@@ -19,8 +20,26 @@ from collections.abc import Iterator
 READ_ERRORS: tuple[type[BaseException], ...] = (OSError, EOFError, ValueError, RuntimeError, zlib.error,
                                                 pickle.UnpicklingError)
 
-#: What to do with a damaged file that someone wrote or downloaded.
-WRITE_AGAIN = "write or download it again (a workflow output: delete it, and the workflow writes it anew)"
+#: Set by :func:`spurious.core.runlog.setup`: this process is a workflow job, whose inputs the workflow wrote.
+_IN_WORKFLOW_JOB = False
+
+
+def mark_workflow_job() -> None:
+    """Note that this process runs a workflow job (:func:`rebuild_advice` then names the Snakemake command)."""
+    global _IN_WORKFLOW_JOB
+    _IN_WORKFLOW_JOB = True
+
+
+def rebuild_advice(path: str | os.PathLike, again: str = "write or download it again") -> str:
+    """What to do with a damaged file: inside a workflow job (whose inputs the workflow wrote), the command that writes
+    it and what depends on it anew; elsewhere, ``again`` (write or download it again; a model: train it again), or,
+    for a workflow's output, that command.
+    Snakemake does not rebuild a deleted intermediate file while what depends on it is up to date (that is how
+    finished runs free disk space), so the command forces it: ``--forcerun`` takes files as well as rules."""
+    command = f"`snakemake --forcerun {path}` with the run's other options (the same --configfile)"
+    if _IN_WORKFLOW_JOB:
+        return f"rebuild it, and what depends on it, with {command}"
+    return f"{again} (a workflow output: rebuild it with {command})"
 
 
 class InputError(Exception):
@@ -63,4 +82,6 @@ def unreadable(
     except (InputError, FileNotFoundError):  # a missing file is the caller's check, with its own advice
         raise
     except errors as exc:
+        if type(exc).__name__ == "OutOfMemoryError":  # torch's (a RuntimeError): memory, not damage
+            raise
         raise UnreadableFileError(path, f"not a readable {kind} ({reason(exc)})", fix) from exc

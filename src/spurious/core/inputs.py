@@ -8,18 +8,16 @@ names the config's keys, which :func:`cli_advice` rewrites into the command line
 from __future__ import annotations
 
 import argparse
-import gzip
-import json
 import logging
 import os
-import zlib
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
 # InputError lives in core.errors (the readers of every layer raise it); importable from here as before
-from spurious.core.errors import InputError, UnreadableFileError, reason
+from spurious.core import readers
+from spurious.core.errors import InputError, rebuild_advice
 
 log = logging.getLogger(__name__)
 
@@ -42,6 +40,44 @@ def cli_advice(message: str) -> str:
     return message
 
 
+def check_output(path: str | os.PathLike, option: str | None, *, folder: bool = False, holds: str = "") -> None:
+    """An InputError unless ``path`` can be written as the command will write it, checked before any work: a file
+    (written under a temporary name in its folder, then renamed) or, with ``folder``, a folder the command writes its
+    files into (``holds``: what goes there, for the message). Refused: a folder where a file goes or a file where a
+    folder goes, a path under a file, and a folder this process cannot write into (or, when it does not exist yet,
+    create). ``option``: the option that names the path in the message (None: a positional argument)."""
+    path = Path(path)
+    where = f"{option} {path}" if option else str(path)
+    what = "a folder" if folder else "a file"
+    if path.exists() and path.is_dir() != folder:
+        other = "a file" if folder else "a folder"
+        raise InputError(f"{where}: {other}, not {what}; pass {what}{holds}")
+    parent = path if folder else path.parent
+    existing = next(p for p in (parent, *parent.parents) if p.exists())  # at last "." or "/"
+    if not existing.is_dir():
+        raise InputError(f"{where}: {existing} is a file, so {path} cannot be made; pass another path")
+    if not os.access(existing, os.W_OK | os.X_OK):
+        raise InputError(f"{where}: {existing} is not writable; pass a path you can write to")
+
+
+def label_names(text: str) -> str:
+    """An argparse type: label names in index order, comma-separated (``negative,positive``); at least two, none
+    empty and none twice (a name given twice, or the empty name of ``a,``, would make the file's labels the wrong
+    ones and the predictions be blamed for it)."""
+    names = [name.strip() for name in text.split(",")]
+    if any(not name for name in names):
+        raise argparse.ArgumentTypeError(f"{text!r} has an empty name; give one name per label id, comma-separated, "
+                                         "e.g. negative,positive")
+    repeated = [name for i, name in enumerate(names) if name in names[:i]]
+    if repeated:
+        raise argparse.ArgumentTypeError(f"{text!r} names {', '.join(dict.fromkeys(repeated))} twice; give each label "
+                                         "id its own name, in index order")
+    if len(names) < 2:
+        raise argparse.ArgumentTypeError(f"{text!r} names one label; give every label id a name, in index order, "
+                                         "e.g. negative,positive")
+    return ",".join(names)
+
+
 def positive_int(text: str) -> int:
     """An argparse type: a whole number of at least 1 (sample sizes, draws, threads, top-k)."""
     return _whole_number(text, 1)
@@ -62,29 +98,17 @@ def _whole_number(text: str, minimum: int) -> int:
     return value
 
 
-def _open_text(path: Path):
-    if path.suffix == ".gz":
-        return gzip.open(path, "rt", encoding="utf-8")
-    return open(path, encoding="utf-8")
+def _read_json_file(path: Path, what: str, duplicates_fix: str = "give each key once") -> Any:
+    """A user's JSON file (plain or gzip); every problem an InputError naming it and what to do."""
+    from spurious.core import readers
 
-
-def _read_json_file(path: Path, what: str) -> Any:
     if not path.exists():
         raise InputError(f"{what} file {path} does not exist; check the path")
     if path.is_dir():
         raise InputError(f"{what} file {path} is a directory; pass the JSON file")
-    try:
-        with _open_text(path) as fh:
-            return json.load(fh)
-    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
-        raise UnreadableFileError(
-            path, f"the gzip stream is truncated or corrupt ({reason(exc)})",
-            "write or download the file again, or pass it uncompressed",
-        ) from exc
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise UnreadableFileError(
-            path, f"not valid JSON ({reason(exc)})", f"pass the {what} as a JSON file (plain or .gz)"
-        ) from exc
+    fix = (f"{rebuild_advice(path)}, or pass it uncompressed" if path.suffix == ".gz"
+           else f"pass the {what} as a JSON file (plain or .gz)")
+    return readers.read_json(path, fix=fix, duplicates_fix=duplicates_fix)
 
 
 def _is_official_squad(payload: Any) -> bool:
@@ -135,7 +159,7 @@ def load_data(path: str | os.PathLike, *, on_invalid: str = "error") -> tuple[pd
 def load_predictions(path: str | os.PathLike) -> dict[str, str]:
     """Read official-format predictions ``{id: answer text}``."""
     path = Path(path)
-    payload = _read_json_file(path, "predictions")
+    payload = _read_json_file(path, "predictions", PREDICTION_DUPLICATES)
     if not isinstance(payload, dict):
         raise InputError(
             f"predictions file {path}: expected a JSON object {{question id: answer text}} (the official SQuAD "
@@ -229,6 +253,8 @@ PREDICTION_FORMATS = (
     "parquet, CSV, TSV or JSON lines with the columns id and prediction (a label name or id), or a JSON object "
     "{id: prediction}"
 )
+#: What to do about an id given twice in a predictions file.
+PREDICTION_DUPLICATES = "keep one prediction per id"
 
 
 def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
@@ -237,22 +263,23 @@ def load_classification_predictions(path: str | os.PathLike) -> pd.DataFrame:
     if not file.is_file():
         raise InputError(f"predictions file {file} does not exist; check the path")
     name = file.name.lower()
+    fix = f"pass {PREDICTION_FORMATS}; if the file is damaged, {rebuild_advice(file)}"
     try:
         if name.endswith(".parquet"):
-            frame = pd.read_parquet(file)
+            frame = readers.read_parquet(file, fix=fix)
         elif name.endswith((".jsonl", ".jsonl.gz")):
-            frame = pd.read_json(file, lines=True, dtype={"id": str})
+            frame = readers.read_json_lines(file, fix=fix, dtype={"id": str})
         elif name.endswith((".json", ".json.gz")):
-            payload = _read_json_file(file, "predictions")
+            payload = _read_json_file(file, "predictions", PREDICTION_DUPLICATES)
             if not isinstance(payload, dict):
                 raise ValueError(f"a JSON {type(payload).__name__}, not an object {{id: prediction}}")
             frame = pd.DataFrame({"id": list(map(str, payload)), "prediction": list(payload.values())})
         elif name.endswith((".tsv", ".tsv.gz")):
-            frame = pd.read_csv(file, sep="\t", dtype={"id": str})
+            frame = readers.read_csv(file, kind="TSV file", fix=fix, sep="\t", dtype={"id": str})
         else:
-            frame = pd.read_csv(file, dtype={"id": str})
-    except (ValueError, OSError, EOFError, zlib.error) as exc:  # pandas' ParserError and pyarrow's are ValueErrors
-        raise InputError(f"predictions file {file} could not be read ({str(exc)[:200]}); pass {PREDICTION_FORMATS}") from exc
+            frame = readers.read_csv(file, fix=fix, dtype={"id": str})
+    except ValueError as exc:  # a JSON payload of another shape
+        raise InputError(f"predictions file {file}: {exc}; pass {PREDICTION_FORMATS}") from exc
     if name.endswith((".jsonl", ".jsonl.gz")):
         frame.attrs["first_line"] = 1  # where a record's line is known, its errors name it
     elif not name.endswith((".parquet", ".json", ".json.gz")):

@@ -238,7 +238,10 @@ def write_json(obj: Any, path: str | os.PathLike) -> None:
 
 
 def read_json(path: str | os.PathLike) -> Any:
-    return json.loads(Path(path).read_text())
+    """A JSON file (plain or gzip): :func:`spurious.core.readers.read_json`, its damage one line with the fix."""
+    from spurious.core import readers
+
+    return readers.read_json(path)
 
 
 def write_text(text: str, path: str | os.PathLike) -> None:
@@ -275,8 +278,10 @@ def write_parquet(
 
 
 def read_parquet_metadata(path: str | os.PathLike) -> dict[str, Any]:
-    raw = (pq.read_schema(path).metadata or {}).get(b"spurious")
-    return json.loads(raw) if raw else {}
+    """What :func:`write_parquet` stored under ``metadata`` ({} when nothing)."""
+    from spurious.core import readers
+
+    return readers.metadata_json(readers.read_parquet_schema(path).metadata, b"spurious", path)
 
 
 def file_sha256(path: str | os.PathLike, chunk_size: int = 1 << 22) -> str:

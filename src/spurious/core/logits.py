@@ -19,7 +19,6 @@ debiasing run.
 from __future__ import annotations
 
 import hashlib
-import json
 import os
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -27,6 +26,8 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
+from spurious.core import readers
+from spurious.core.errors import rebuild_advice
 from spurious.core.io import atomic_path, write_json
 
 if TYPE_CHECKING:
@@ -145,7 +146,7 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
             f"{path}: no sidecar {sidecar.name} (the store is incomplete or was not written by write_feature_logits); "
             "regenerate the logits with spurious.core.qa.infer_feature_logits"
         )
-    return json.loads(sidecar.read_text())
+    return readers.read_json(sidecar, fix=rebuild_advice(path))
 
 
 def fingerprint_differences(expected: Mapping[str, Any], found: Mapping[str, Any]) -> dict[str, tuple[Any, Any]]:
@@ -172,7 +173,7 @@ def load_feature_logits(path: str | os.PathLike, expected_fingerprint: Mapping[s
             "the consumer's tokenizer/max_length/stride and training data (spurious.core.qa.infer_feature_logits with "
             "tokenizer_from = the main model and the main run's settings)"
         )
-    store = np.load(path, mmap_mode="r")
+    store = readers.read_npy(path, mmap_mode="r")
     expected_shape = (int(expected_fingerprint["n_features"]), 2, int(expected_fingerprint["max_length"]))
     if store.shape != expected_shape or store.dtype != np.float32:
         raise ValueError(

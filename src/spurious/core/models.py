@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from spurious.core import registry
+from spurious.core.errors import InputError
 
 log = logging.getLogger(__name__)
 
@@ -35,8 +36,8 @@ EMBEDDED_MODELS: dict[str, tuple[str, str]] = {
 _QA_HEAD_MARKERS = ("qa_outputs", "qa_classifier", "start_logits", "end_logits", "span_head")
 
 
-class ModelResolutionError(ValueError):
-    """A model name could not be turned into something ``from_pretrained`` accepts."""
+class ModelResolutionError(InputError, ValueError):
+    """A model name could not be turned into something ``from_pretrained`` accepts (the CLI: one line, exit 2)."""
 
 
 @dataclass
@@ -123,15 +124,23 @@ def resolve_model(name_or_path: str | os.PathLike, *, through_records: bool = Tr
         if _REQUIRE_FETCHED and through_records:
             _log_load(name, str(path.resolve()), "local")
         return str(path.resolve())
+    if not _is_hub_id(name):
+        raise ModelResolutionError(
+            f"{name}: no such folder (and not a hub id, which is NAME or ORG/NAME); pass an existing model folder, a "
+            "hub id or embedded:all-MiniLM-L6-v2"
+        )
     return name
 
 
-def pretrained(cls: Any, resolved: str, **kwargs: Any) -> Any:
-    """Load ``resolved`` (a name :func:`resolve_model` resolved) with ``from_pretrained`` of ``cls``: a local folder
-    (what every workflow job loads) with ``local_files_only=True``, so that loading it never asks the hub."""
-    if Path(resolved).is_dir():
-        kwargs.setdefault("local_files_only", True)
-    return cls.from_pretrained(resolved, **kwargs)
+def _is_hub_id(name: str) -> bool:
+    """Whether ``name`` could name a model on the Hugging Face hub (the hub's own rule for repository ids)."""
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(name)
+    except HFValidationError:
+        return False
+    return True
 
 
 @contextlib.contextmanager
@@ -155,14 +164,36 @@ def quiet_transformers() -> Iterator[None]:
             hf_logging.enable_progress_bar()
 
 
+def from_pretrained(auto_class: Any, name_or_path: str | os.PathLike, **kwargs: Any) -> Any:
+    """``auto_class.from_pretrained`` (a model, tokenizer or config class of transformers) for a config's model name,
+    without transformers' chatter. A local model folder that cannot be read (a damaged ``config.json`` or weights
+    file) is an :class:`~spurious.core.errors.UnreadableFileError` naming it and what to do; a hub id's failure is
+    transformers' own. A local folder is loaded with ``local_files_only=True``."""
+    from spurious.core import readers
+    from spurious.core.errors import READ_ERRORS, rebuild_advice
+
+    resolved = resolve_model(name_or_path)
+
+    def load() -> Any:
+        with quiet_transformers():
+            return auto_class.from_pretrained(resolved, **kwargs)
+
+    if not os.path.isdir(resolved):
+        return load()
+    # a local folder (what every workflow job loads: its fetched or trained model) never asks the hub
+    kwargs.setdefault("local_files_only", True)
+    from safetensors import SafetensorError
+
+    return readers.read_with(resolved, load, kind="model folder", errors=(*READ_ERRORS, SafetensorError),
+                             fix=rebuild_advice(name_or_path, again="train or download it again"))
+
+
 def load_tokenizer(name_or_path: str | os.PathLike) -> Any:
     """Load the (fast) tokenizer of a checkpoint; QA featurisation needs offset mappings, which only fast tokenizers
     provide."""
     from transformers import AutoTokenizer
 
-    resolved = resolve_model(name_or_path)
-    with quiet_transformers():
-        tokenizer = pretrained(AutoTokenizer, resolved)
+    tokenizer = from_pretrained(AutoTokenizer, name_or_path)
     if not getattr(tokenizer, "is_fast", False):
         raise ModelResolutionError(
             f"{name_or_path}: the tokenizer {type(tokenizer).__name__} is not a fast tokenizer; QA featurisation needs "
@@ -176,8 +207,7 @@ def load_config(name_or_path: str | os.PathLike) -> Any:
     from transformers import AutoConfig
 
     registry.load_model_types()  # the model types papers add (Think Twice's overlap bias model)
-    with quiet_transformers():
-        return pretrained(AutoConfig, resolve_model(name_or_path))
+    return from_pretrained(AutoConfig, name_or_path)
 
 
 def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False) -> Any:
@@ -196,9 +226,7 @@ def load_qa_model(name_or_path: str | os.PathLike, *, from_scratch: bool = False
         log.info("%s: architecture only, randomly initialised (training from scratch)", name_or_path)
         with quiet_transformers():
             return AutoModelForQuestionAnswering.from_config(config)
-    resolved = resolve_model(name_or_path)
-    with quiet_transformers():
-        model, info = pretrained(AutoModelForQuestionAnswering, resolved, output_loading_info=True)
+    model, info = from_pretrained(AutoModelForQuestionAnswering, name_or_path, output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     head = [k for k in missing if any(m in k for m in _QA_HEAD_MARKERS)]
     other = [k for k in missing if k not in head]

@@ -674,22 +674,22 @@ def _profile_settings(profile: Path | None) -> dict[str, Any]:
 
 
 def planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path | None = None,
-                 targets: Iterable[str] = ()) -> tuple[dict[str, Any], list[PlannedJob]]:
+                 targets: Iterable[str] = (), forcerun: Iterable[str] = ()) -> tuple[dict[str, Any], list[PlannedJob]]:
     """The validated config and every job Snakemake plans to run for it in ``workdir`` (a dry run: nothing runs,
     nothing is submitted; jobs whose outputs are already there are not planned), for ``targets`` (files or rules;
-    none: the default target)."""
+    none: the default target); ``forcerun``: files or rules forced, as ``snakemake --forcerun``."""
     root = root or workflow_root()
     workdir.mkdir(parents=True, exist_ok=True)
     snakemake_log = logging.getLogger("snakemake.logging")  # its progress lines, not for the plan's reader
     propagate, snakemake_log.propagate = snakemake_log.propagate, False
     try:
-        return _planned_jobs(configfiles, profile, workdir, root, frozenset(targets))
+        return _planned_jobs(configfiles, profile, workdir, root, frozenset(targets), frozenset(forcerun))
     finally:
         snakemake_log.propagate = propagate
 
 
 def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path,
-                  targets: frozenset[str]) -> tuple[dict[str, Any], list[PlannedJob]]:
+                  targets: frozenset[str], forcerun: frozenset[str] = frozenset()) -> tuple[dict[str, Any], list[PlannedJob]]:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -711,7 +711,7 @@ def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, 
             snakefile=root / "Snakefile",
             workdir=workdir,
         )
-        wf_api.dag(DAGSettings(targets=targets))
+        wf_api.dag(DAGSettings(targets=targets, forcerun=forcerun))
         workflow = wf_api._workflow  # the job graph as printdag builds it
         workflow._prepare_dag(forceall=False, ignore_incomplete=True, lock_warn_only=True, nolock=True)
         workflow._build_dag()

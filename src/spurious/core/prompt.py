@@ -23,7 +23,6 @@ are removed, from the end of the longer text first (HF's ``longest_first``), nev
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import re
@@ -36,7 +35,12 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import load_config, model_attention_mask, pretrained, quiet_transformers, resolve_model
+from spurious.core.models import (
+    from_pretrained,
+    load_config,
+    model_attention_mask,
+    quiet_transformers,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -345,8 +349,7 @@ def load_masked_lm(name_or_path: str | os.PathLike, *, from_scratch: bool = Fals
         logger.info("%s: masked-LM architecture only, randomly initialised (training from scratch)", name_or_path)
         with quiet_transformers():
             return AutoModelForMaskedLM.from_config(config)
-    with quiet_transformers():
-        model, info = pretrained(AutoModelForMaskedLM, resolve_model(name_or_path), output_loading_info=True)
+    model, info = from_pretrained(AutoModelForMaskedLM, name_or_path, output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     prefix = f"{model.base_model_prefix}."
     head = [k for k in missing if not k.startswith(prefix)]
@@ -371,4 +374,7 @@ def read_prompt_file(model_dir: str | os.PathLike) -> dict[str, Any] | None:
     """The ``prompt.json`` of a saved model directory (template, label_words, label_word_ids, label_names), or
     None for a model of a classification head."""
     path = Path(model_dir) / PROMPT_FILE
-    return json.loads(path.read_text()) if path.is_file() else None
+    from spurious.core import readers
+    from spurious.core.errors import rebuild_advice
+
+    return readers.read_json(path, fix=rebuild_advice(model_dir)) if path.is_file() else None

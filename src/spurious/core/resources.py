@@ -60,10 +60,19 @@ def load_spacy(
     return nlp
 
 
+#: NLTK's English list (179 words), some of its words, and the fewest words a plausible list has: a file in the
+#: stopwords corpus's place that is not that list (empty, another language's, junk) is refused, since every track
+#: would silently keep words it is meant to leave out.
+NLTK_STOP_WORDS = 179
+KNOWN_STOP_WORDS = ("the", "and", "of", "is", "not", "you")
+MIN_STOP_WORDS = 100
+
+
 @lru_cache(maxsize=1)
 def english_stopwords() -> frozenset[str]:
     """NLTK's English stop words (179 words), read from ``NLTK_DATA``; a :class:`MissingResourceError` naming
-    ``NLTK_DATA`` when they are not there."""
+    ``NLTK_DATA`` when they are not there, and naming the file when it is not that list (fewer than
+    :data:`MIN_STOP_WORDS` words, or without one of :data:`KNOWN_STOP_WORDS`)."""
     import nltk
     from nltk.corpus.reader import WordListCorpusReader
     from nltk.corpus.util import LazyCorpusLoader
@@ -77,10 +86,21 @@ def english_stopwords() -> frozenset[str]:
     # a loader of our own, as nltk.corpus.stopwords is made: that one, once loaded, no longer looks at the path
     stopwords = LazyCorpusLoader("stopwords", WordListCorpusReader, r"(?!README|\.).*", encoding="utf8")
     try:
-        return frozenset(stopwords.words("english"))
+        words = frozenset(stopwords.words("english"))
     except LookupError as exc:
         raise MissingResourceError(
             f"NLTK stop words not found (NLTK_DATA={env!r}); download them once with `python -m nltk.downloader "
             "stopwords` (or `make data`, which builds the data mirror with them: NLTK_DATA=mirror/nltk_data), or set "
             "NLTK_DATA to a folder holding corpora/stopwords.zip"
         ) from exc
+    absent = [word for word in KNOWN_STOP_WORDS if word not in words]
+    if len(words) < MIN_STOP_WORDS or absent:
+        path = str(stopwords.abspath("english"))
+        shown = path if os.path.relpath(path).startswith("..") else os.path.relpath(path)  # relative when below here
+        raise MissingResourceError(
+            f"{shown}: not NLTK's English stop words ({len(words)} words"
+            + (f", without {', '.join(repr(w) for w in absent)}" if absent else "")
+            + f"; NLTK's list has {NLTK_STOP_WORDS}); point NLTK_DATA at a folder holding NLTK's stopwords corpus (this "
+            "project ships one in shared/nltk_data), or get it with `python -m nltk.downloader stopwords`"
+        )
+    return words

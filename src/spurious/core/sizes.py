@@ -15,11 +15,12 @@ config.json files; the totals they give equal the published counts (bert-base-un
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from spurious.core.errors import rebuild_advice
 
 BILSTM_LAYERS = 3  # the BiLSTM control of Stubborn Lexical Bias: three bidirectional layers
 SIZE_CLASSES = ("bilstm", "small", "base", "large", "xl")
@@ -103,7 +104,9 @@ class ModelSize:
 
 def _architecture_from_config(path: Path) -> Architecture | None:
     """The architecture in a local checkpoint's config.json (BERT-like or GPT-NeoX), or None when it is not one."""
-    cfg = json.loads(path.read_text())
+    from spurious.core import readers
+
+    cfg = readers.read_json(path, kind="model config", fix=rebuild_advice(path.parent))
     try:
         family = "gpt_neox" if cfg.get("model_type") == "gpt_neox" else "encoder"
         return Architecture(

@@ -38,7 +38,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.errors import READ_ERRORS, unreadable
+from spurious.core import readers
+from spurious.core.errors import READ_ERRORS, InputError, rebuild_advice, unreadable
 from spurious.core.io import atomic_dir
 from spurious.core.training import pick_device
 from spurious.lexical.features import tokenize
@@ -274,16 +275,21 @@ def is_bilstm(model_dir: str | os.PathLike) -> bool:
 
 
 def _retrain(model_dir: str | os.PathLike) -> str:
-    return f"train the model again (delete {model_dir}; the workflow's lexical track writes it anew)"
+    return rebuild_advice(model_dir, again="train the model again")
 
 
 def read_description(model_dir: str | os.PathLike) -> dict[str, Any]:
-    """The saved ``bilstm.json``: settings, vocabulary and label names; a damaged file is an UnreadableFileError."""
+    """The saved ``bilstm.json``: settings, vocabulary and label names; a damaged file is an UnreadableFileError, and
+    a folder without its weights (``model.pt``) an InputError, before anything is predicted."""
     path = Path(model_dir) / MARKER
-    with unreadable(path, "BiLSTM model description", _retrain(model_dir), READ_ERRORS + (KeyError, TypeError)):
-        meta = json.loads(path.read_text())
-        return {"label_names": list(meta["label_names"]), "settings": meta["settings"],
-                "vocabulary": list(meta["vocabulary"])}
+    fix = _retrain(model_dir)
+    with unreadable(path, "BiLSTM model description", fix, READ_ERRORS + (KeyError, TypeError)):
+        meta = readers.read_json(path, kind="BiLSTM model description", fix=fix)
+        description = {"label_names": list(meta["label_names"]), "settings": meta["settings"],
+                       "vocabulary": list(meta["vocabulary"])}
+    if not (Path(model_dir) / WEIGHTS).is_file():
+        raise InputError(f"{model_dir}: a BiLSTM model folder without its weights {WEIGHTS}; {fix}")
+    return description
 
 
 @torch.no_grad()
@@ -308,8 +314,10 @@ def predict_bilstm(
     s = meta["settings"]
     vocab = meta["vocabulary"]
     model = BiLSTMClassifier(len(vocab), len(names), int(s["embedding_dim"]), s["hidden_sizes"], float(s["dropout"]))
-    with unreadable(Path(model_dir) / WEIGHTS, "BiLSTM model file", _retrain(model_dir)):
-        model.load_state_dict(torch.load(Path(model_dir) / WEIGHTS, map_location="cpu", weights_only=True))
+    weights, fix = Path(model_dir) / WEIGHTS, _retrain(model_dir)
+    state = readers.load_torch(weights, kind="BiLSTM model file", fix=fix)
+    with unreadable(weights, "BiLSTM model file", fix):  # weights of another shape
+        model.load_state_dict(state)
     dev = pick_device(device)
     model.to(dev).eval()
     encoded = _encode(frame_tokens(frame, int(s["max_tokens"])), {t: i for i, t in enumerate(vocab)})

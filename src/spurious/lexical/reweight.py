@@ -510,9 +510,9 @@ def dense_reference_weights(features: Any, labels: Any, n_labels: int, *, steps:
 def read_weights(path: str | os.PathLike, ids: Sequence[str] | pd.Series) -> np.ndarray:
     """The ``q`` column of a weights parquet (``lexical_reweight``), aligned to ``ids``; fails naming the file when
     some ids have no weight (weights computed on another split) or the weights do not sum to 1."""
-    import pyarrow.parquet as pq
+    from spurious.core import readers
 
-    table = pq.read_table(path, columns=["id", "q"])
+    table = readers.read_parquet_table(path, columns=["id", "q"])
     by_id = pd.Series(table.column("q").to_numpy(), index=table.column("id").to_pylist())
     q = align_to_ids(
         by_id, ids, source=str(path), what="weight", fix="the weights must come from the same training split"

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import pretrained, quiet_transformers, resolve_model
+from spurious.core.models import from_pretrained, resolve_model
 from spurious.core.training import pad_multiple, padded_width, pick_device, use_bf16
 
 logger = logging.getLogger(__name__)
@@ -130,9 +130,8 @@ def load_causal_lm(name_or_path: str | os.PathLike) -> tuple[Any, Any]:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     resolved = resolve_model(name_or_path)
-    with quiet_transformers():
-        tokenizer = pretrained(AutoTokenizer, resolved)
-        model = pretrained(AutoModelForCausalLM, resolved)
+    tokenizer = from_pretrained(AutoTokenizer, resolved)
+    model = from_pretrained(AutoModelForCausalLM, resolved)
     if not getattr(model.config, "is_decoder", True) and "CausalLM" not in type(model).__name__:
         raise ValueError(f"{name_or_path}: in-context learning needs a causal LM, got {type(model).__name__}")
     return model, tokenizer

@@ -168,11 +168,10 @@ def from_checkpoint(model_name_or_path: str, *, hidden_size: int = 64, num_layer
     """
     from transformers import AutoModel
 
-    from spurious.core.models import load_tokenizer, pretrained, quiet_transformers, resolve_model
+    from spurious.core.models import from_pretrained, load_tokenizer
 
     tokenizer = load_tokenizer(model_name_or_path)
-    with quiet_transformers():
-        encoder = pretrained(AutoModel, resolve_model(model_name_or_path))
+    encoder = from_pretrained(AutoModel, model_name_or_path)
     weights = encoder.get_input_embeddings().weight.detach().clone()
     missing = [name for name in ("cls_token_id", "sep_token_id", "pad_token_id") if getattr(tokenizer, name) is None]
     if missing:

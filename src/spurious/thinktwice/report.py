@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from spurious.core.figures import figure_function, save_figure
-from spurious.core.io import read_json
 from spurious.core.tables import NA_TEXT, fixed_decimals, format_markdown, write_table
 from spurious.thinktwice import paper_values
 
@@ -43,11 +42,14 @@ __all__ = [
 # helpers
 
 
-def load_results(paths: Iterable[str | os.PathLike]) -> list[dict[str, Any]]:
-    """Read result JSON files; a file may hold one result or a list of them."""
+def load_results(paths: Iterable[str | os.PathLike], fix: str | None = None) -> list[dict[str, Any]]:
+    """Read result JSON files; a file may hold one result or a list of them. A damaged one is an UnreadableFileError
+    naming it, with ``fix`` as its advice (default: the readers')."""
+    from spurious.core import readers
+
     results: list[dict[str, Any]] = []
     for path in paths:
-        payload = read_json(path)
+        payload = readers.read_json(path, kind="results file", fix=fix)
         if isinstance(payload, list):
             results.extend(payload)
         else:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import time
 from collections.abc import Callable, Mapping
@@ -13,14 +12,14 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import compiled, packing, registry
+from spurious.core import compiled, packing, readers, registry
+from spurious.core.errors import rebuild_advice
 from spurious.core.logits import features_fingerprint, write_feature_logits
 from spurious.core.models import (
+    from_pretrained,
     load_qa_model,
     load_tokenizer,
     model_attention_mask,
-    pretrained,
-    quiet_transformers,
     resolve_model,
 )
 from spurious.core.qa.features import (
@@ -250,8 +249,7 @@ def _load_trained_qa_model(model_dir: str | os.PathLike) -> Any:
     from transformers import AutoModelForQuestionAnswering
 
     registry.load_model_types()  # a bias model may be of a type a paper adds (Think Twice's overlap model)
-    with quiet_transformers():
-        model, info = pretrained(AutoModelForQuestionAnswering, resolve_model(model_dir), output_loading_info=True)
+    model, info = from_pretrained(AutoModelForQuestionAnswering, model_dir, output_loading_info=True)
     missing = sorted(info.get("missing_keys") or [])
     if missing:
         raise ValueError(
@@ -346,6 +344,6 @@ def _trained_step(model_dir: str | os.PathLike) -> int | None:
     state_file = Path(resolve_model(model_dir)) / TRAINING_STATE_FILE
     if not state_file.is_file():
         return None
-    return json.loads(state_file.read_text()).get("saved_step")
+    return readers.read_json(state_file, fix=rebuild_advice(model_dir)).get("saved_step")
 
 

@@ -268,7 +268,11 @@ def correct_predictions(
         )
     by_id = pd.Series(predictions["prediction"].to_numpy(), index=predictions["id"].astype(str))
     if by_id.index.duplicated().any():
-        raise ValueError(f"{source}: duplicate ids, first {by_id.index[by_id.index.duplicated()][:3].tolist()}")
+        repeated = list(dict.fromkeys(by_id.index[by_id.index.duplicated()]))
+        raise ValueError(
+            f"{source}: {len(repeated)} id(s) have more than one prediction (first: {', '.join(repeated[:5])}); keep "
+            "one prediction per id"
+        )
     wanted = [str(i) for i in ids]
     align_to_ids(by_id, wanted, source=source, what="prediction", fix="predict the whole evaluated split")
     names = [str(n) for n in label_names]

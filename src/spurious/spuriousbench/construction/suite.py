@@ -225,12 +225,12 @@ def write_split(frame: pd.DataFrame, path: str | Path, stats: Mapping[str, Any] 
 
 def read_split(path: str | Path) -> pd.DataFrame:
     """Inverse of :func:`write_split`: ``attrs`` carries ``label_names``, ``is_pair`` and ``spuriousbench``."""
-    from spurious.core import io
+    from spurious.core import io, readers
 
     meta = io.read_parquet_metadata(path)
     if "label_names" not in meta:
         raise ValueError(f"{path}: not a SpuriousBench split (no label names in its metadata); build it with spurious_build")
-    frame = pd.read_parquet(path)
+    frame = readers.read_parquet(path)
     if "text_b" not in frame.columns:
         frame["text_b"] = None
     frame.attrs.update(label_names=list(meta["label_names"]), is_pair=bool(meta.get("is_pair")))

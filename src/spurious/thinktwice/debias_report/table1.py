@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.core import readers
 from spurious.core.io import atomic_path
 from spurious.thinktwice import paper_values, report
 from spurious.thinktwice.debias_report.common import (
@@ -49,7 +50,7 @@ class _Run:
 
 def load_predictions(source: pd.DataFrame | str | os.PathLike) -> pd.DataFrame:
     """The ``id``, ``em``, ``f1`` columns of a predictions frame or parquet file (other columns are not needed)."""
-    frame = source if isinstance(source, pd.DataFrame) else pd.read_parquet(source, columns=["id", "em", "f1"])
+    frame = source if isinstance(source, pd.DataFrame) else readers.read_parquet(source, columns=["id", "em", "f1"])
     missing = {"id", "em", "f1"} - set(frame.columns)
     if missing:
         raise ValueError(f"predictions lack the columns {sorted(missing)}")
