@@ -386,7 +386,7 @@ def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tin
     # issue 14: changing checkpoint_every, eval_batch_size or device reran training, prediction and every bias job
     work, cfg = tiny_run
     for key, value in (("checkpoint_every", 3), ("eval_batch_size", 7), ("device", "auto"), ("bf16", False),
-                       ("pad_to_multiple_of", 8), ("compile", "on")):
+                       ("pad_to_multiple_of", 8), ("compile", "on"), ("tracker", "tensorboard")):
         assert _planned_with(work, cfg, key, lambda t, k=key, v=value: t.update({k: v})) == {}, key
     # packed windows train without dropout on the attention probabilities (docs/gpu.md): a result setting
     counts = _planned_with(work, cfg, "packed", lambda t: t.update(attention="packed"))

@@ -80,7 +80,7 @@ def environment(root: str | os.PathLike = REPO_ROOT) -> dict[str, Any]:
         "git_commit": commit,
         "git_dirty": dirty,
         "python": platform.python_version(),
-        "torch": torch.__version__,
+        "torch": str(torch.__version__),
         "transformers": _version("transformers"),
         "cuda": cuda,
         "cudnn": str(cudnn) if cudnn is not None else None,
