@@ -8,9 +8,18 @@ from pathlib import Path
 from snakemake.utils import min_version
 
 from spurious.core.config import validate_config
-from spurious.core.slurm import apply_size_requests, check_workflow, is_slurm_run
+from spurious.core.slurm import (
+    apply_size_requests,
+    check_workflow,
+    is_slurm_run,
+    survive_time_limit_warning,
+)
 
 min_version("9.27")
+
+# Inside a SLURM job Snakemake lives through SLURM's SIGUSR1 before the time limit, which the training process turns
+# into a checkpoint and a failed job that the retry resumes (profiles/slurm: --signal=USR1@600; docs/slurm.md).
+survive_time_limit_warning()
 
 
 # config.yaml is the embedded default; a --configfile REPLACES it (Snakemake would merge the two otherwise,

@@ -565,10 +565,9 @@ def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mappi
         rows = Rows(rows.n, _worst([rows.kind, "bound"]), f"at most {rows.basis}")
     steps, _, _ = steps_of(settings, rows)
     val = qa_windows(p.config, validation["dataset"], validation["split"], length)
-    per_question = squad_windows(length)[0]
-    eval_questions = min(split_rows(p.config, validation["dataset"], validation["split"]).n,
-                         settings.get("eval_max_examples") or math.inf)
-    eval_rows = min(val.n, eval_questions * per_question)
+    val_questions = split_rows(p.config, validation["dataset"], validation["split"]).n
+    eval_questions = min(val_questions, settings.get("eval_max_examples") or math.inf)
+    eval_rows = val.n * eval_questions / val_questions  # the validation windows of the questions evaluated
     if cost.rule == "train_bias_model":
         selection = (debias.get("bias_model") or {}).get("selection_max_examples")
         eval_rows += 2 * min(val.n, selection or val.n)
