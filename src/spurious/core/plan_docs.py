@@ -20,8 +20,8 @@ from typing import Any
 import yaml
 
 from spurious.core import plan
-from spurious.core.slurm import ATTEMPT_SUFFIX, size_table
 from spurious.core.sizes import SIZE_CLASSES
+from spurious.core.slurm import ATTEMPT_SUFFIX, size_table
 
 ROOT = Path(__file__).resolve().parents[3]
 PAPERS = ("squad", "aflite", "spurious", "lexical")
