@@ -38,7 +38,9 @@ pytestmark = pytest.mark.skipif(not CLUSTER, reason="no SLURM cluster: run `make
 PROFILE = REPO / "profiles" / "slurm"
 # The only flags this test adds to the profile: how job states are read on a cluster without slurmdbd.
 TEST_ONLY_FLAGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2")
-RUN_LIMIT_S = 270  # the workflow run, the signal, the cancellation and the retries included (run.sh: 6 min in all)
+# the workflow run, the signal, the cancellation and the retries included (run.sh: 6 min in all; on a machine shared with
+# other work, raise both: SLURM_TEST_LIMIT_S and SPURIOUS_SLURM_RUN_LIMIT_S)
+RUN_LIMIT_S = int(os.environ.get("SPURIOUS_SLURM_RUN_LIMIT_S", "270"))
 STEPS, EVERY = 40, 4  # the tiny training's steps and checkpoint interval: room for two interruptions
 SEARCH_MEM_MB = int(re.search(r"^BIAS_SEARCH_MEM_MB = (\d+)$", (REPO / "rules/common.smk").read_text(), re.M).group(1))
 PROFILE_CORES = yaml.safe_load((PROFILE / "config.yaml").read_text())["cores"]
@@ -94,7 +96,7 @@ def cluster_run(tmp_path_factory):
     with open(log_path, "w") as log:
         proc = subprocess.Popen(_snakemake_cmd(work, "--configfile", str(cfg)), env=_env(), stdout=log,
                                 stderr=subprocess.STDOUT, start_new_session=True)
-    warned = cancelled = None
+    warned = cancelled = stopped = None
     try:
         # Attempt 1: SLURM's warning before the time limit (SIGUSR1 to every process of the job's steps, not the
         # batch shell: what --signal=USR1@600 sends) once it has a checkpoint. Attempt 2: `scancel` (SIGTERM, as a
@@ -107,7 +109,9 @@ def cluster_run(tmp_path_factory):
             if running and warned is None and saved:
                 warned = running[0]["JobId"]
                 subprocess.run(["scancel", "--signal=USR1", warned], check=True, timeout=30)
-            stopped = _saved_on_signal(work, "SIGUSR1")
+            if warned is not None and stopped is None and not any(j["JobId"] == warned and j["JobState"] in
+                                                                  ("RUNNING", "COMPLETING") for j in _jobs()):
+                stopped = max(_checkpoint_steps(ckpt_root))  # attempt 1 is over: its last checkpoint, the warning's
             if running and stopped is not None and saved and max(saved) > stopped:  # attempt 2 saved a later one
                 cancelled = running[0]["JobId"]
                 subprocess.run(["scancel", cancelled], check=True, timeout=30)
@@ -122,14 +126,7 @@ def cluster_run(tmp_path_factory):
         proc.wait()
     jobs = [j for j in _jobs() if j["JobId"] not in jobs_before]
     return {"work": work, "cfg": cfg, "log": log_path.read_text(), "returncode": proc.returncode,
-            "warned": warned, "cancelled": cancelled, "jobs": jobs}
-
-
-def _saved_on_signal(work: Path, signal_name: str) -> int | None:
-    """The step at which the training saved its checkpoint on ``signal_name``, from its log (None: not yet)."""
-    log = work / "results/logs/train/minilm_seed0.log"
-    found = re.findall(rf"received {signal_name}: checkpoint saved at step (\d+)", log.read_text()) if log.exists() else []
-    return int(found[-1]) if found else None
+            "warned": warned, "warned_saved": stopped, "cancelled": cancelled, "jobs": jobs}
 
 
 def _checkpoint_steps(root: Path) -> list[int]:
@@ -170,6 +167,7 @@ def test_a_warned_and_a_cancelled_training_resume_each_at_its_saved_step(cluster
                                                          train_log)}  # fmt: skip
     assert set(saved) == {"SIGUSR1", "SIGTERM"}, train_log[-4000:]
     assert EVERY <= saved["SIGUSR1"] < saved["SIGTERM"] < STEPS, saved
+    assert saved["SIGUSR1"] == cluster_run["warned_saved"]  # the checkpoint left when attempt 1 ended
     resumed = [int(s) for s in re.findall(rf"resuming from \S+ \(step (\d+)/{STEPS}\)", train_log)]
     assert resumed == [saved["SIGUSR1"], saved["SIGTERM"]], train_log[-4000:]
     assert summary["resumed_from_step"] == saved["SIGTERM"]
