@@ -103,6 +103,15 @@ def test_datasets_and_models_are_found_from_the_inputs_and_upstream_records(tmp_
     record = provenance.read("results/models/m/seed0/model.provenance.json")
     assert record["datasets"] == {"/m/dev.json": "local path"}  # followed through the derivation
     assert list(record["models"]) == ["embedded:all-MiniLM-L6-v2"]
+    # a split built by a rule that records no source: followed back through Snakemake's record of the job that wrote it
+    import base64
+
+    io.write_parquet(pd.DataFrame({"id": ["1"]}), "results/built/train.parquet", metadata={"label_names": ["a"]})
+    meta = Path(".snakemake/metadata") / base64.urlsafe_b64encode(b"results/built/train.parquet").decode()
+    meta.parent.mkdir(parents=True)
+    meta.write_text(json.dumps({"rule": "build", "input": ["results/data/squad/derived_s0/train.parquet"]}))
+    assert provenance.dataset_sources(["results/built/train.parquet"]) == {"/m/dev.json"}
+    assert provenance.dataset_sources(["results/elsewhere.json"]) == set()
     provenance._folder_records.cache_clear()
     predict = SimpleNamespace(rule="predict", wildcards={}, output=["results/predictions/m/v.parquet"],
                               input=[str(model), "results/data/squad/derived_s0/train.parquet"], params=_Params())

@@ -206,18 +206,52 @@ def _inputs(smk: Any) -> list[str]:
     return [str(p) for p in smk.input]
 
 
+SNAKEMAKE_METADATA = Path(".snakemake") / "metadata"
+MAX_ANCESTORS = 20_000
+
+
+def _metadata_inputs(path: str) -> list[str]:
+    """The inputs of the job that wrote ``path``, from Snakemake's own record of it (``.snakemake/metadata``, in the
+    working directory; none for a file Snakemake did not write)."""
+    from base64 import urlsafe_b64encode
+
+    name = urlsafe_b64encode(path.encode()).decode()
+    parts = [name[i : i + 254] for i in range(0, len(name), 254)]
+    record = SNAKEMAKE_METADATA.joinpath(*["@" + p for p in parts[:-1]], parts[-1])
+    try:
+        return [str(i) for i in json.loads(record.read_text()).get("input") or []]
+    except (OSError, ValueError):
+        return []
+
+
+def dataset_sources(inputs: Iterable[str]) -> set[str]:
+    """The datasets behind a job's inputs: the ``source`` of each normalised split they come from, followed back
+    through the jobs that made them (Snakemake's records) to the splits the workflow read."""
+    found: set[str] = set()
+    seen: set[str] = set()
+    todo = [os.path.normpath(str(p)) for p in inputs]
+    while todo and len(seen) < MAX_ANCESTORS:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        source = _parquet_source(Path(path)) if path.endswith(".parquet") and Path(path).is_file() else None
+        if source:
+            found.add(source)
+        else:
+            todo.extend(os.path.normpath(p) for p in _metadata_inputs(path))
+    return found
+
+
 def used_by(inputs: Iterable[str], checkpoint: str | None = None) -> tuple[set[str], set[str], dict[str, Any]]:
-    """(models, datasets, revisions from upstream records) a job used: its ``checkpoint``, the split files it read
-    (their dataset sources) and, from the records of the jobs that wrote its inputs, theirs."""
+    """(models, datasets, revisions from upstream records) a job used: its ``checkpoint``, the datasets behind its
+    inputs (``dataset_sources``) and, from the records of the jobs that wrote its inputs, their models and datasets."""
+    inputs = list(inputs)
     models = {checkpoint} if checkpoint else set()
-    datasets: set[str] = set()
+    datasets = dataset_sources(inputs)
     upstream: dict[str, dict[str, Any]] = {"models": {}, "datasets": {}}
     for name in inputs:
         path = Path(name)
-        if path.suffix == ".parquet" and path.is_file():
-            source = _parquet_source(path)
-            if source:
-                datasets.add(source)
         record = record_of(path)
         if record is not None:
             upstream["models"].update(record.get("models") or {})
