@@ -1,7 +1,7 @@
 """`spurious plan` against whole jobs that were measured: the QA training of gpu_check on an H200
 (../shared/gpu/h200-2026-11-26/gpu_check.json) and the training jobs of the CPU demo (`make demo`), whose
-`benchmark:` files are kept under benchmarks/results/ with where and when they were measured (measured.json). Each
-estimate must come within 25 % of the measurement."""
+`benchmark:` files are kept under benchmarks/results/demo-cpu/ with where and when they were measured (measured.json,
+written by benchmarks/record_demo.py). Each estimate must come within 25 % of the measurement."""
 
 from __future__ import annotations
 
@@ -38,6 +38,7 @@ def test_gpu_checks_qa_training_on_the_h200(tmp_path):
 
 
 def _measured_jobs():
+    """The measured jobs of benchmarks/results/demo-cpu/measured.json (benchmarks/record_demo.py writes it)."""
     if not (DEMO / "measured.json").is_file():
         return []
     meta = json.loads((DEMO / "measured.json").read_text())
@@ -46,20 +47,15 @@ def _measured_jobs():
 
 @pytest.mark.parametrize(("meta", "job"), _measured_jobs())
 def test_the_cpu_demos_training_jobs(meta, job, tmp_path):
-    """A training job of `make demo` (profiles/local, CPU) against its benchmark file: the plan's CPU-seconds against
-    the job's `cpu_time` (which other jobs sharing the machine do not inflate), and on a machine that ran nothing else
-    (measured.json: "idle") its wall time too."""
+    """A training job of `make demo` (profiles/local, CPU) against its benchmark file, measured on a machine that ran
+    nothing else (other jobs on the cores inflate the wall time and, through shared caches and spinning threads, the
+    CPU time too: about 2 x on the project's 2-core machine): the plan's wall time (CPU-seconds / threads) against the
+    job's `s`, its CPU-seconds against `cpu_time`."""
+    assert meta["idle"], f"{DEMO / 'measured.json'}: measured beside other jobs; measure on an idle machine"
     with open(DEMO / job["file"]) as fh:
         row = next(csv.DictReader(fh, delimiter="\t"))
     cost = _cost("local", tmp_path, job["rule"], job["wildcards"])
     assert cost.gpus == 0 and cost.threads == job["threads"]
-    cpu_time = float(row["cpu_time"])
-    assert abs(cost.cpu_s / cpu_time - 1) <= TOLERANCE, (cost.cpu_s, cpu_time, cost.parts)
-    if meta["idle"]:
-        wall = cost.cpu_s / cost.threads
-        assert abs(wall / float(row["s"]) - 1) <= TOLERANCE, (wall, row["s"], cost.parts)
-
-
-def test_the_measured_files_are_there():
-    """The demo's benchmark files are kept (the test above would otherwise test nothing)."""
-    assert _measured_jobs(), f"no {DEMO / 'measured.json'}"
+    wall = cost.cpu_s / cost.threads
+    assert abs(wall / float(row["s"]) - 1) <= TOLERANCE, (wall, row["s"], cost.parts)
+    assert abs(cost.cpu_s / float(row["cpu_time"]) - 1) <= TOLERANCE, (cost.cpu_s, row["cpu_time"], cost.parts)
