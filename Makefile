@@ -37,7 +37,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # and --configfile take every word that follows them).
 refresh_index = $(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) results/index.html --forcerun index $(1)
 
-.PHONY: plan install install-dev lock config-docs data demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
+.PHONY: plan plan-docs install install-dev lock config-docs data demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -97,6 +97,11 @@ config-docs:
 # another host (a local copy).
 data: install
 	$(BIN)/spurious data fetch --out $(MIRROR) $(if $(DATA_BASE_URL),--base-url $(DATA_BASE_URL))
+# The plans of the four paper configs in docs/paper-configs.md and the profile's requests against them in
+# docs/slurm.md, from `spurious plan` and profiles/slurm (tests/core/test_plan_docs.py fails while they are stale).
+plan-docs:
+	@test -x $(BIN)/python || { echo "plan-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
+	$(BIN)/python -m spurious.core.plan_docs
 
 # The main workflow on the embedded config.yaml (offline, CPU; budget: 30 min on 2 cores), then the HTML report.
 # Budgets are what a target is designed to stay under; measured times: docs/measured-results.md.

@@ -11,9 +11,18 @@ from snakemake.utils import min_version
 
 from spurious.core import hub
 from spurious.core.config import validate_config
-from spurious.core.slurm import apply_size_requests, check_workflow, is_slurm_run
+from spurious.core.slurm import (
+    apply_size_requests,
+    check_workflow,
+    is_slurm_run,
+    survive_time_limit_warning,
+)
 
 min_version("9.27")
+
+# Inside a SLURM job Snakemake lives through SLURM's SIGUSR1 before the time limit, which the training process turns
+# into a checkpoint and a failed job that the retry resumes (profiles/slurm: --signal=USR1@600; docs/slurm.md).
+survive_time_limit_warning()
 
 
 # No silent environment: conda deployment would run every rule in an environment resolved from envs/spurious.yaml's

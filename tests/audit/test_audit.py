@@ -289,7 +289,8 @@ def test_a_failing_render_leaves_the_previous_pair_whole(audited, tmp_path, monk
     out = tmp_path / "audit"
     report.write_audit(result, out)
     before = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(before) == ["audit.json", "report.html"]
+    assert sorted(before) == ["audit.json", "audit.provenance.json", "report.html"]
+    assert "<footer class='provenance'>" in before["report.html"].decode() and b"git_commit" not in before["audit.json"]
     changed = dict(result, accuracy=result["accuracy"] / 2)
 
     def no_space(self, *args, **kwargs):
@@ -302,4 +303,4 @@ def test_a_failing_render_leaves_the_previous_pair_whole(audited, tmp_path, monk
     monkeypatch.undo()
     report.write_audit(changed, out)
     after = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in before)
+    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in ("audit.json", "report.html"))

@@ -112,7 +112,7 @@ def _lexical_requests(tmp_path, config=None, profile=REPO / "profiles" / "slurm"
     cfg = tmp_path / "paper-lexical.yaml"
     cfg.write_text(yaml.safe_dump(config or yaml.safe_load((REPO / "configs" / "paper-lexical.yaml").read_text())))
     _, jobs = planned_jobs([cfg], profile, tmp_path / "work")
-    keys = ("gpu", "cpus_per_gpu", "mem_mb", "runtime", "slurm_partition")
+    keys = ("gpu", "cpus_per_gpu", "mem_mb", "runtime", "slurm_partition", "slurm_extra")
     return {(j.wildcards["model"], j.wildcards["dataset"]): ({k: j.resources[k] for k in keys}, j.threads)
             for j in jobs if j.rule == "lexical_train"}
 
@@ -120,8 +120,12 @@ def _lexical_requests(tmp_path, config=None, profile=REPO / "profiles" / "slurm"
 def test_the_bilstm_control_asks_for_a_small_job_roberta_large_for_a_large_one(tmp_path):
     requests = _lexical_requests(tmp_path)
     bilstm, large = requests[("bilstm", "snli")], requests[("roberta_large", "snli")]
-    assert bilstm == ({"gpu": 1, "cpus_per_gpu": 4, "mem_mb": 16000, "runtime": 240, "slurm_partition": "gpu"}, 4)
-    assert large == ({"gpu": 2, "cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 1440, "slurm_partition": "gpu"}, 8)
+    warning = "--signal=USR1@600"  # SIGUSR1 ten minutes before the time limit: checkpoint, exit, resume on the retry
+    assert bilstm == ({"gpu": 1, "cpus_per_gpu": 4, "mem_mb": 16000, "runtime": 240, "slurm_partition": "gpu",
+                       "slurm_extra": warning}, 4)  # fmt: skip
+    # one GPU: a batch of 16 x 128 tokens leaves RoBERTa-large's step launch-bound (spurious plan), a second would idle
+    assert large == ({"gpu": 1, "cpus_per_gpu": 8, "mem_mb": 64000, "runtime": 2880, "slurm_partition": "gpu",
+                      "slurm_extra": warning}, 8)  # fmt: skip
     # every dataset's jobs ask by their model alone
     assert all(r == (bilstm if model == "bilstm" else large) for (model, _), r in requests.items())
 
@@ -131,7 +135,8 @@ def test_size_class_in_the_config_overrides_the_checkpoints(tmp_path):
     config["lexical"]["models"]["roberta_large"]["size_class"] = "base"
     requests = _lexical_requests(tmp_path, config)
     assert requests[("roberta_large", "qqp")] == (
-        {"gpu": 1, "cpus_per_gpu": 8, "mem_mb": 32000, "runtime": 720, "slurm_partition": "gpu"}, 8)
+        {"gpu": 1, "cpus_per_gpu": 8, "mem_mb": 32000, "runtime": 720, "slurm_partition": "gpu",
+         "slurm_extra": "--signal=USR1@600"}, 8)
 
 
 def test_a_class_the_profile_does_not_give_and_a_rule_without_a_model_fail_naming_the_setting(tmp_path):
@@ -149,3 +154,25 @@ def test_a_class_the_profile_does_not_give_and_a_rule_without_a_model_fail_namin
     with pytest.raises(SlurmRequestError, match="set-resources: lexical_reweight: mem_mb is given per size class, but "
                                                 "rule lexical_reweight trains or runs no model"):
         _lexical_requests(tmp_path, profile=tmp_path / "p2")
+
+
+def test_memory_grows_with_the_attempt_up_to_the_largest_node(monkeypatch):
+    """mem_mb "... * attempt": a retried job (killed for memory, say) asks for twice its memory, then three times,
+    never more than the largest node of its partition has (SLURM would keep it PENDING forever), once sinfo is read."""
+    from spurious.core import slurm
+
+    monkeypatch.setattr(slurm, "LARGEST_MEMORY_MB", {})
+    grow = slurm.scaled_by_attempt(lambda wildcards: 16000, "gpu", "mem_mb")
+    assert [grow(None, attempt) for attempt in (1, 2, 3)] == [16000, 32000, 48000]
+    slurm.LARGEST_MEMORY_MB["gpu"] = 40000
+    assert [grow(None, attempt) for attempt in (1, 2, 3)] == [16000, 32000, 40000]
+    slurm.LARGEST_MEMORY_MB["gpu"] = 8000  # a first request beyond the node is the start-up check's to report
+    assert grow(None, 2) == 16000
+    runtime = slurm.scaled_by_attempt(lambda wildcards: 60, "gpu", "runtime")  # not capped by memory
+    assert runtime(None, 3) == 180
+    with pytest.raises(SlurmRequestError, match="only a number or by_size"):
+        slurm._literal("threads", "set-resources: x: mem_mb")
+    profile = yaml.safe_load((REPO / "profiles" / "slurm" / "config.yaml").read_text())
+    grows = {rule: r["mem_mb"] for rule, r in profile["set-resources"].items() if "mem_mb" in r}
+    assert all(value.endswith("* attempt") for value in grows.values()), grows
+    assert profile["default-resources"]["mem_mb"].endswith("* attempt") and profile["retries"] == 2

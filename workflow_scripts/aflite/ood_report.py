@@ -4,7 +4,7 @@ set each model was trained on and its realised size (the filters' summaries)."""
 from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
@@ -25,3 +25,4 @@ table = aflite_ood.ood_table(
 )
 write_table(table, snakemake.output.table_csv, snakemake.output.table_md, digits=1)  # the paper's one decimal
 log.info("%d rows from %d metrics files:\n%s", len(table), len(records), table.to_string())
+provenance.write_job(snakemake)  # what produced it, beside the first output

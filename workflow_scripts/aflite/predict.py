@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier, io, runlog
+from spurious.core import classification, classifier, io, provenance, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -38,3 +38,4 @@ metrics = {
 log.info("accuracy: original dev %.4f (%d), filtered dev %.4f (%d)", metrics["accuracy_original"],
          metrics["n_dev_original"], metrics["accuracy_filtered"], metrics["n_dev_filtered"])
 io.write_json(metrics, snakemake.output.metrics)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.aflite import synthetic as aflite_synthetic
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
@@ -19,3 +19,4 @@ table.attrs["caption"] = (
 write_table(table, snakemake.output.table_csv, snakemake.output.table_md)
 log.info("Table 7:\n%s", table.to_string())
 aflite_synthetic.figure2(runs, snakemake.output.figure_png, snakemake.output.figure_svg)
+provenance.write_job(snakemake)  # what produced it, beside the first output

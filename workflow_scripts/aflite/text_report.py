@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.aflite import report as aflite_text_report
-from spurious.core import io, readers, runlog
+from spurious.core import io, provenance, readers, runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:
@@ -30,3 +30,4 @@ log.info("Tables 3-4:\n%s", tables.to_string())
 matrix = aflite_text_report.accuracy_matrix(metrics)
 write_table(matrix, out.accuracy_csv, out.accuracy_md, digits=1)
 aflite_text_report.iterations_figure(iterations, out.iterations_png, out.iterations_svg, stopped=stopped)
+provenance.write_job(snakemake)  # what produced it, beside the first output

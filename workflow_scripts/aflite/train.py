@@ -5,7 +5,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier, engine, io, runlog
+from spurious.core import classification, classifier, engine, io, provenance, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -28,3 +28,4 @@ summary = classifier.train_classifier(
 summary.update(dict(snakemake.wildcards.items()), partial_input=partial, n_train=len(train))
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(p.checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -4,7 +4,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spurious.audit.command import run_audit
-from spurious.core import runlog
+from spurious.core import provenance, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -26,3 +26,4 @@ run_audit(
     threads=snakemake.threads,
     log_fn=log.info,
 )
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spurious.core import classification, classifier, io, runlog
+from spurious.core import classification, classifier, io, provenance, runlog
 from spurious.lexical import bilstm
 
 if TYPE_CHECKING:
@@ -36,3 +36,4 @@ io.write_json(
      "n": len(predictions), "accuracy": float(predictions["correct"].mean())},
     snakemake.output.metrics,
 )
+provenance.write_job(snakemake)  # what produced it, beside the first output

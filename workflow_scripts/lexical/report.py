@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, readers, runlog
+from spurious.core import io, provenance, readers, runlog
 from spurious.core.tables import write_table
 from spurious.lexical import report as lexical_report
 
@@ -32,3 +32,4 @@ for name, table in tables.items():
     write_table(table, snakemake.output[f"{name}_csv"], snakemake.output[f"{name}_md"], digits=3)
     log.info("%s:\n%s", name, table.to_string(max_colwidth=60))
 lexical_report.figure2(balances, snakemake.output.figure2_png, snakemake.output.figure2_svg)
+provenance.write_job(snakemake)  # what produced it, beside the first output

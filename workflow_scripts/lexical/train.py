@@ -4,7 +4,7 @@ removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, classifier, engine, io, runlog
+from spurious.core import classification, classifier, engine, io, provenance, runlog
 from spurious.lexical import bilstm, reweight
 
 if TYPE_CHECKING:
@@ -35,3 +35,4 @@ else:
 summary.update(dataset=w.dataset, model=w.model, weighting=w.weighting, seed=int(w.seed))
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(snakemake.params.checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.spuriousbench import construction as sb
 from spurious.spuriousbench import icl
 
@@ -70,3 +70,4 @@ metrics = {
 }
 log.info("%s: gap %.4f, dev accuracy %.4f", feature, metrics["gap"], metrics["dev_accuracy"])
 io.write_json(metrics, snakemake.output.metrics)
+provenance.write_job(snakemake)  # what produced it, beside the first output

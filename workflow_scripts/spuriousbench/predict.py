@@ -5,7 +5,7 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spurious.core import classifier, io, runlog
+from spurious.core import classifier, io, provenance, runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:
@@ -65,3 +65,4 @@ log.info(
     feature, metrics["gap"], metrics["acc_supporting"], metrics["acc_counter"], metrics["dev_accuracy"],
 )
 io.write_json(metrics, snakemake.output.metrics)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.core.tables import write_table
 from spurious.spuriousbench import report as rep
 
@@ -47,3 +47,4 @@ for line in rep.summary_lines(metrics):
     log.info("%s", line)
 rep.figure1(metrics, snakemake.output.figure1_png, snakemake.output.figure1_svg)
 rep.figure2(metrics, snakemake.output.figure2_png, snakemake.output.figure2_svg)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -4,7 +4,7 @@ checkpoint folder is removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classifier, engine, io, prompt, runlog
+from spurious.core import classifier, engine, io, prompt, provenance, runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:
@@ -46,3 +46,4 @@ summary.update(
 )
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(snakemake.params.checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

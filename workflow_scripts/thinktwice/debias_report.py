@@ -3,7 +3,7 @@ the LMix gate, bias models, the runs with their scales)."""
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.thinktwice import debias_report, report
 
 if TYPE_CHECKING:
@@ -71,3 +71,4 @@ bias_models = debias_report.bias_models_table([s for s in summaries if s["method
 for row in bias_models.itertuples():
     log.info("bias model %s: F1 biased %.2f, unbiased %.2f, gap %.2f", row.run, row.f1_biased, row.f1_unbiased, row.f1_gap)
 report.write_table(bias_models, out.bias_models_csv, out.bias_models_md)
+provenance.write_job(snakemake)  # what produced it, beside the first output

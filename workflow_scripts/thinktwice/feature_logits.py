@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, qa, runlog
+from spurious.core import data, provenance, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -20,3 +20,4 @@ fingerprint = qa.infer_feature_logits(
     log=log.info,
 )
 log.info("wrote %s: %s", snakemake.output.logits, fingerprint)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -3,7 +3,7 @@ thresholds_from: App. C's published ones by default), as a table and a plot whos
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.thinktwice import report
 
 if TYPE_CHECKING:
@@ -25,3 +25,4 @@ report.figure2(
     snakemake.output.svg,
     title=f"Figure 4: prediction bias at the thresholds of {source}",
 )
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, metrics, qa, runlog
+from spurious.core import data, io, metrics, provenance, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -20,3 +20,4 @@ io.write_json(
     dict(totals, **snakemake.params.run, run=w.run, dataset=w.dataset, split=w.split),
     snakemake.output.metrics,
 )
+provenance.write_job(snakemake)  # what produced it, beside the first output

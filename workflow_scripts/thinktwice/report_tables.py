@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, runlog
+from spurious.core import io, provenance, runlog
 from spurious.thinktwice import report
 
 if TYPE_CHECKING:
@@ -32,3 +32,4 @@ report.write_table(report.bias_table(results, paper_run=paper_run), out.bias_csv
 report.write_table(report.thresholds_table(results, paper_run=paper_run), out.thresholds_csv, out.thresholds_md)
 report.write_table(report.scores_table(metrics), out.scores_csv, out.scores_md)
 report.figure2(results, out.figure_png, out.figure_svg, title=snakemake.params.title)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, metrics, qa, runlog
+from spurious.core import data, io, metrics, provenance, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -15,3 +15,4 @@ predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
 totals = metrics.evaluate(frame, predictions)
 log.info("%s scale %s: EM %.2f F1 %.2f on %d questions", w.method, w.scale, totals["exact_match"], totals["f1"], totals["n"])
 io.write_json(dict(totals, method=w.method, heuristic=w.heuristic, scale=float(w.scale), seed=int(w.seed)), snakemake.output[0])
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -3,7 +3,7 @@
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, qa, runlog
+from spurious.core import data, engine, io, provenance, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -33,3 +33,4 @@ summary = qa.train_qa(
 summary.update(model=snakemake.wildcards.model, checkpoint=snakemake.params.checkpoint)
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(snakemake.params.checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

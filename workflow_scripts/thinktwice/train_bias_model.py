@@ -4,7 +4,7 @@ the biased and unbiased validation segments (App. B.2.1). Checkpoints are remove
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, qa, runlog
+from spurious.core import data, engine, io, provenance, qa, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -57,3 +57,4 @@ run = f"{w.model}/biasmodel/{w.heuristic}/seed{w.seed}"
 summary.update(model=w.model, run=run, method="biasmodel", addressed=w.heuristic, checkpoint=params.checkpoint)
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(params.checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -6,7 +6,7 @@ import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, logits, qa, runlog
+from spurious.core import data, engine, io, logits, provenance, qa, runlog
 from spurious.core.io import file_sha256
 from spurious.core.models import load_config
 from spurious.thinktwice import debias
@@ -105,3 +105,4 @@ if method == "lmix":
     summary["gate"] = debias.gate_summary(summary["train_losses"])
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(checkpoint_dir, ignore_errors=True)
+provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from spurious.audit import verdict
+from spurious.core import provenance
 from spurious.core.figures import explain_empty, figure_function, fill, svg_text
 
 SUMMARY_COLUMNS = ("shortcut", "evidence", "effect (points)", "95 % interval (points)", "effect class", "test result",
@@ -535,8 +536,8 @@ def _overview(result: Mapping[str, Any]) -> str:
             f"<figcaption>{html.escape(caption)}</figcaption></figure>")
 
 
-def render_html(result: Mapping[str, Any]) -> str:
-    """The report page."""
+def render_html(result: Mapping[str, Any], record: Mapping[str, Any] | None = None) -> str:
+    """The report page; ``record`` (``spurious.core.provenance``: what wrote it) in its footer."""
     title = f"spurious audit: {html.escape(str(result['model']['id']))}"
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
              "<meta name='viewport' content='width=device-width, initial-scale=1'>"
@@ -600,23 +601,36 @@ def render_html(result: Mapping[str, Any]) -> str:
         parts.append(_table(rows, list(rows[0]) if rows else ["label", "feature"], "top-features"))
     for fig_id, svg, caption in figures:
         parts.append(f"<figure id='{fig_id}'>{svg}<figcaption>{html.escape(caption)}</figcaption></figure>")
+    if record is not None:
+        parts.append(provenance.footer_html(record))
     parts.append("</body></html>")
     return "\n".join(parts)
+
+
+def audit_record(result: Mapping[str, Any]) -> dict[str, Any]:
+    """What wrote an audit (``spurious.core.provenance``): the environment, the model's and the data's revisions."""
+    record = provenance.page_record()
+    data = str(result.get("data", {}).get("id", ""))
+    revisions = provenance.hub_revisions([str(result["model"]["id"])], [data] if data else [])
+    return record | revisions
 
 
 def write_audit(result: dict[str, Any], out_dir: str | os.PathLike) -> tuple[Path, Path]:
     """Write ``audit.json`` and ``report.html`` into ``out_dir``, the two together: both are written to temporary
     names and renamed only when both exist, so a failure (a figure that cannot be drawn, a full disk) leaves the
-    previous pair whole."""
+    previous pair whole. What wrote them (``audit_record``) is in the page's footer and in
+    ``audit.provenance.json`` beside them, never in ``audit.json``."""
     from spurious.core.io import atomic_paths, json_text
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     result = dict(result, summary=summary_rows(result))
     data = json_text(result)
-    page = render_html(result)
+    record = audit_record(result)
+    page = render_html(result, record)
     json_path, html_path = out / "audit.json", out / "report.html"
     with atomic_paths(json_path, html_path) as (json_tmp, html_tmp):
         json_tmp.write_text(data, encoding="utf-8")
         html_tmp.write_text(page, encoding="utf-8")
+    provenance.write(record, provenance.record_path(json_path))
     return json_path, html_path

@@ -7,6 +7,7 @@ import tempfile
 from pathlib import Path
 
 from spurious.cli.inputs import CLIError
+from spurious.core.plan import CARDS
 
 EPILOG = """\
 examples:
@@ -14,6 +15,7 @@ examples:
   spurious plan --configfile configs/paper-lexical.yaml --json plan.json
   spurious plan results/lexical/snli/models/bilstm/q/seed0/model --configfile configs/paper-lexical.yaml
   spurious plan --configfile my.yaml --directory .
+  spurious plan --configfile configs/paper-squad.yaml --gpu a100
 """
 DESCRIPTION = """\
 Estimate a config's jobs, GPU-hours, CPU-hours, memory per job and disk, per rule and in total.
@@ -40,6 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="the workflow profile whose requests the jobs get (default: the checkout's profiles/slurm)")
     p.add_argument("--directory", default=None, metavar="DIR",
                    help="plan what is left to run in this working directory (default: a fresh one, the whole run)")
+    p.add_argument("--gpu", default="h200", choices=sorted(CARDS), metavar="CARD",
+                   help=f"the card to cost the GPU jobs for ({', '.join(sorted(CARDS))}; default h200, where the steps "
+                        "were measured): the H200's GPU times scaled by the card's factor from its published bf16 peak "
+                        "and memory bandwidth")  # fmt: skip
     p.add_argument("--json", default=None, metavar="OUT.json", help="also write the plan as JSON")
     p.set_defaults(func=cmd_plan)
 
@@ -63,12 +69,12 @@ def cmd_plan(args: argparse.Namespace) -> int:
     profile = Path(args.profile) if args.profile else root / "profiles" / "slurm"
     if not (profile / "config.yaml").is_file() and not profile.is_file():
         raise CLIError(f"{profile}: no workflow profile there (a folder with config.yaml)")
-    name = " + ".join(p.name for p in configs)
+    name = " + ".join(p.name for p in configs) + (f", {args.gpu.upper()}" if args.gpu != "h200" else "")
     with tempfile.TemporaryDirectory(prefix="spurious-plan-") as fresh:
         workdir = Path(args.directory) if args.directory else Path(fresh)
         try:
             config, jobs = plan.planned_jobs(configs, profile, workdir.resolve(), root, args.targets)
-            rules, bases = plan.estimate(config, jobs)
+            rules, bases = plan.estimate(config, jobs, args.gpu)
         except plan.PlanError as exc:
             raise CLIError(str(exc)) from None
         except Exception as exc:  # a config Snakemake or the schema refuses, a size the plan cannot know

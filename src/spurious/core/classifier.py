@@ -64,6 +64,7 @@ from spurious.core.prompt import (
     load_masked_lm,
     read_prompt_file,
 )
+from spurious.core.tracking import TRACKER_FOLDER
 from spurious.core.training import (  # TrainingPreempted: what callers of train_classifier catch
     StopRequested,
     autocast,
@@ -108,6 +109,7 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
     # CUDA runs long enough to repay the compilation (spurious.core.compiled)
     "compile": "auto",
+    "tracker": "none",  # an execution setting (spurious.core.tracking)
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
     # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
@@ -548,6 +550,7 @@ def train_classifier(
         evaluation=evaluation,
         keep_best=True,
         unit="examples",
+        tracker_dir=output_dir.parent / TRACKER_FOLDER,  # beside the model folder: kept when the job succeeds
     )
     state = run.state
     saved_step = state.best_step if state.best_step is not None else state.step

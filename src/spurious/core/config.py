@@ -21,7 +21,7 @@ DERIVED_SPLITS = ("train", "validation")
 #: workflow's rerun decisions (:class:`RuleSettings`).
 RUNTIME_SETTINGS = frozenset(
     {"device", "bf16", "threads", "log_every", "checkpoint_every", "eval_batch_size", "processes", "gather_memory_mb",
-     "pad_to_multiple_of", "compile"}
+     "pad_to_multiple_of", "compile", "tracker"}
 )
 
 

@@ -53,7 +53,7 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from spurious.core import compiled, readers
+from spurious.core import compiled, readers, tracking
 from spurious.core.io import fsync_dir, fsync_tree, write_json
 from spurious.core.training import (
     CHECKPOINT_PREFIX,
@@ -198,7 +198,8 @@ def device_for(settings: Mapping[str, Any]) -> torch.device:
     return device
 
 
-def _accelerator(device: torch.device, bf16: bool, processes: int, find_unused: bool) -> Any:
+def _accelerator(device: torch.device, bf16: bool, processes: int, find_unused: bool, tracker: str = "none",
+                 tracker_dir: Path | None = None) -> Any:
     from accelerate import Accelerator
     from accelerate.state import AcceleratorState
     from accelerate.utils import DistributedDataParallelKwargs
@@ -209,8 +210,10 @@ def _accelerator(device: torch.device, bf16: bool, processes: int, find_unused: 
         AcceleratorState._reset_state(reset_partial_state=True)
     # an objective may leave some of its or the model's parameters out of a step's graph (DDP must then look)
     handlers = [DistributedDataParallelKwargs(find_unused_parameters=find_unused)] if processes > 1 else []
+    track = tracker != "none" and tracker_dir is not None
     accelerator = Accelerator(
-        cpu=device.type == "cpu", mixed_precision="bf16" if bf16 else "no", kwargs_handlers=handlers
+        cpu=device.type == "cpu", mixed_precision="bf16" if bf16 else "no", kwargs_handlers=handlers,
+        log_with=tracker if track else None, project_dir=str(tracker_dir) if track else None,
     )
     if accelerator.num_processes != processes:
         raise RuntimeError(
@@ -246,6 +249,7 @@ def train(
     evaluation: Evaluation | None = None,
     keep_best: bool = True,
     unit: str = "examples",
+    tracker_dir: str | os.PathLike | None = None,
 ) -> TrainResult:
     """Train ``model`` (and ``objective``'s parameters) on the rows ``0..len(lengths)-1`` (of ``lengths`` tokens).
 
@@ -256,15 +260,20 @@ def train(
     learns the batch shapes ``(rows, sequence length)`` of the run (``spurious.core.compiled``).
 
     ``settings``: learning_rate, batch_size, gradient_accumulation_steps, epochs, max_steps, warmup_ratio,
-    weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16, compile (see the
-    QA and classification defaults). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
+    weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16, compile, tracker (see
+    the QA and classification defaults). With ``tracker`` other than none the run is logged into ``tracker_dir``
+    (``spurious.core.tracking``). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
     (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are loaded
     into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
     """
     rank, processes = world()
     device = device_for(settings)
     bf16 = use_bf16(settings["bf16"], device)
-    accelerator = _accelerator(device, bf16, processes, find_unused=objective is not None)
+    track = tracking.check_setting(settings.get("tracker", "none")) if tracker_dir is not None else "none"
+    if track != "none":
+        tracking.offline_environment(track, Path(tracker_dir))
+    accelerator = _accelerator(device, bf16, processes, find_unused=objective is not None, tracker=track,
+                               tracker_dir=Path(tracker_dir) if track != "none" else None)
     device = accelerator.device
     checkpoint_dir = Path(checkpoint_dir)
     model.train()
@@ -290,6 +299,12 @@ def train(
     record, update = _compile_step(
         accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps, device, emit
     )
+    if track != "none":
+        from spurious.core.provenance import environment
+
+        accelerator.init_trackers(tracking.PROJECT, config=tracking.run_config(settings, environment()),
+                                  init_kwargs=tracking.init_kwargs(track, Path(tracker_dir)))  # fmt: skip
+        emit(f"tracker {track}: logging into {tracker_dir}")
 
     segment_start = time.perf_counter()
 
@@ -305,6 +320,8 @@ def train(
         # with several processes an abandoned evaluation would leave the processes at different points
         improved = evaluation(state, (lambda: guard.triggered) if processes == 1 else None)
         state.last_eval_step = state.step
+        if track != "none":
+            accelerator.log(tracking.evaluation_values(state.evaluation, state.step), step=state.step)
         if improved:
             state.best_step = state.step
             if keep_best:
@@ -329,7 +346,14 @@ def train(
         for step, terms, lr in unread:
             loss, info = terms.value()
             state.train_losses.append({"step": step, "loss": loss, "lr": lr, **info})
-            progress.add(step, loss, info, lr)
+            rates = progress.add(step, loss, info, lr)
+            if track != "none":  # read here, where the log reads the step's loss anyway
+                values = {"train/loss": loss, "train/learning_rate": lr, **{f"train/{k}": v for k, v in info.items()}}
+                if terms.grad_norm is not None:
+                    values["train/grad_norm"] = float(terms.grad_norm)
+                if rates is not None:
+                    values.update({"train/steps_per_s": rates[0], f"train/{unit}_per_s": rates[1]})
+                accelerator.log(values, step=step)
         unread.clear()
 
     order, order_epoch = np.empty(0, dtype=np.int64), -1
@@ -354,6 +378,7 @@ def train(
                     processes=processes,
                     device=device,
                     update=update,
+                    grad_norm=track != "none",
                 )
                 state.step += 1
                 state.batch_in_epoch += len(micro_batches)
@@ -379,6 +404,9 @@ def train(
             signum = guard.signum if guard.signum is not None else signal.SIGTERM  # another process's signal
             emit(f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}")
             raise TrainingPreempted(signum, state.step, path) from None
+        finally:
+            if track != "none":
+                accelerator.end_training()  # the tracker's files flushed and closed, also on preemption
 
     if keep_best and best_weights is not None:
         model.load_state_dict(best_weights)
@@ -468,12 +496,13 @@ class _ProgressLog:
     def due(self, step: int) -> bool:
         return step % self.log_every == 0 or step == self.total_steps
 
-    def add(self, step: int, loss: float, info: Mapping[str, float], lr: float) -> None:
+    def add(self, step: int, loss: float, info: Mapping[str, float], lr: float) -> tuple[float, float] | None:
+        """Record a step; at a progress line, print it and return (steps/s, units/s) since the start."""
         self.losses.append(loss)
         for k, v in info.items():
             self.info.setdefault(k, []).append(v)
         if not self.due(step):
-            return
+            return None
         rate = (step - self.step0) / max(time.perf_counter() - self.t0, 1e-9)
         logged = "".join(f" {k} {np.mean(v):.4g}" for k, v in self.info.items())
         self.emit(
@@ -482,6 +511,7 @@ class _ProgressLog:
             f"{rate * self.per_step:.1f} {self.unit}/s | ETA {format_eta((self.total_steps - step) / max(rate, 1e-9))}"
         )
         self.losses, self.info = [], {}
+        return rate, rate * self.per_step
 
 
 @dataclass
@@ -493,6 +523,7 @@ class _StepTerms:
 
     keys: tuple[str, ...] = ()
     parts: list[tuple[Any, float]] = field(default_factory=list)
+    grad_norm: Any = None  # the step's gradient norm (a 0-d device tensor) where a tracker logs it
 
     def add(self, loss: torch.Tensor, info: Mapping[str, Any], weight: float) -> None:
         not_tensors = sorted(k for k, v in info.items() if not isinstance(v, torch.Tensor))
@@ -564,11 +595,13 @@ def _optimizer_step(
     processes: int,
     device: torch.device,
     update: _Update | None = None,
+    grad_norm: bool = False,
 ) -> tuple[_StepTerms, float]:
     """One optimizer step over its micro-batches: the accumulated gradients (clipped to ``max_grad_norm`` unless 0),
     the update (``update``'s in a compiled run), the schedule's step. Returns the step's mean loss and logged values
     and the learning rate the update used. With one process they stay unread on the device (``_StepTerms``); with
-    several they are summed over the processes now (an all-reduce, which waits for the device anyway)."""
+    several they are summed over the processes now (an all-reduce, which waits for the device anyway). With
+    ``grad_norm`` the step's gradient norm (before clipping) stays on the device beside them (``terms.grad_norm``)."""
     terms = _accumulate(accelerator, module, micro_batches, rank, processes)
     if processes > 1:
         step_loss, step_info = terms.value()
@@ -577,12 +610,18 @@ def _optimizer_step(
     lr = scheduler.get_last_lr()[0]
     if update is not None:
         update(lr)
+        norm = update.grad_norm.clone() if grad_norm and update.grad_norm is not None else None
     else:
+        params = [p for p in module.parameters() if p.requires_grad]
+        norm = None
         if max_grad_norm:
-            accelerator.clip_grad_norm_([p for p in module.parameters() if p.requires_grad], max_grad_norm)
+            norm = accelerator.clip_grad_norm_(params, max_grad_norm)
+        elif grad_norm:
+            norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
     scheduler.step()
+    terms.grad_norm = norm if grad_norm else None
     return terms, lr
 
 
@@ -614,10 +653,11 @@ class _Update:
         self.graph: Any = None
         self.calls = 0
         self.capture_s: float | None = None
+        self.grad_norm: torch.Tensor | None = None  # the last step's norm before clipping (a graph output on CUDA)
 
     def _step(self) -> None:
         if self.max_grad_norm:
-            torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
+            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
         self.optimizer.step()
         self.optimizer.zero_grad(set_to_none=False)
 

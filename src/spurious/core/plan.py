@@ -85,7 +85,49 @@ NEAREST_SPLIT = math.sqrt(GPU_STEPS["small"].non_embedding * GPU_STEPS["base"].n
 FORWARD_SHARE = 1 / 3  # a forward pass is about a third of a forward and backward pass
 GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and the model onto the card
 CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
-DISK_BYTES_PER_S = 1e9  # assumed: reading model weights (beyond the start-up) and writing checkpoints
+DISK_BYTES_PER_S = 1e9  # assumed: reading model weights at the start
+# Measured: the engine's checkpoint of MiniLM QA (22.6M parameters: model, AdamW state and RNG states, 271 MB, 12
+# bytes a parameter), written and flushed to disk by engine._save_checkpoint in 0.77-1.36 s (4 saves, 2-core machine
+# with other jobs running): 0.2-0.35 GB/s, counted at 0.3 GB/s. A checkpoint after the first evaluation also holds the
+# best weights (4 bytes a parameter).
+CHECKPOINT_BYTES_PER_S = 0.3e9
+# Measured on the H200 (training.py, PAD_MULTIPLE_BY_DEVICE): a batch shape first met in a process costs ~0.14 s once
+# (kernel selection); the MiniLM and BERT-base benchmarks' first-seen widths took 0.08-0.24 s. A CPU has no such cost.
+GPU_FIRST_SHAPE_S = 0.14
+# QA windows of SQuAD v1.1 dev (10,570 questions, the MiniLM tokenizer, stride 128; 64 at max_length 128), measured
+# with spurious.core.qa.training_features: windows per question and the mean window length (tokens) per max_length.
+SQUAD_WINDOWS = {128: (2.5629, 118.0), 256: (1.1445, 172.6), 384: (1.0202, 176.0), 512: (1.0053, 176.4)}
+# Measured on 2 cores (the featurisation above, one tokenizer thread, other jobs running): 10,570 questions in 16-26 s
+# per max_length, counted at 2.1 ms a question, on the job's start-up.
+FEATURIZE_S_PER_QUESTION = 0.0021
+
+
+@dataclass(frozen=True)
+class Card:
+    """A GPU the plan can cost for: its published dense bf16 peak and memory bandwidth (the datasheet's)."""
+
+    name: str
+    bf16_tflops: float  # dense, without sparsity; V100 has no bf16: its FP32 peak, which `bf16: auto` trains in
+    bandwidth_tbs: float
+    source: str
+
+    def factor(self) -> float:
+        """Seconds on this card per second on the H200: the geometric mean of the H200's bf16 peak over this card's
+        and its bandwidth over this card's (a training step of these encoders is partly bound by each)."""
+        h200 = CARDS["h200"]
+        return math.sqrt(h200.bf16_tflops / self.bf16_tflops * h200.bandwidth_tbs / self.bandwidth_tbs)
+
+
+CARDS = {
+    "h200": Card("NVIDIA H200 SXM", 989.0, 4.8, "NVIDIA H200 datasheet: 989 TFLOPS dense BF16, 4.8 TB/s HBM3e"),
+    "h100": Card("NVIDIA H100 SXM5", 989.0, 3.35, "NVIDIA H100 datasheet (SXM5): 989 TFLOPS dense BF16, 3.35 TB/s HBM3"),
+    "a100": Card("NVIDIA A100 SXM 80GB", 312.0, 2.039,
+                 "NVIDIA A100 datasheet (80GB SXM): 312 TFLOPS dense BF16, 2,039 GB/s HBM2e"),
+    "v100": Card("NVIDIA V100 SXM2", 15.7, 0.9, "NVIDIA V100 datasheet (SXM2): no BF16, so `bf16: auto` trains in "
+                 "FP32 there: 15.7 TFLOPS FP32, 900 GB/s HBM2"),
+    "l40s": Card("NVIDIA L40S", 362.0, 0.864, "NVIDIA L40S datasheet: 362 TFLOPS dense BF16, 864 GB/s GDDR6"),
+}  # fmt: skip
+DEFAULT_CARD = "h200"
 
 # CPU measurements on 2 cores (docs/measured-results.md, `make bench`): CPU-seconds per row (wall time × 2 cores).
 CPU_MEASURED = {
@@ -171,9 +213,8 @@ FILE_ROWS = {
     "data/hans/heuristics_evaluation_set.txt": 30_000,
     "data/glue_diagnostics/diagnostic-full.tsv": 1_104,
 }
-# QA windows per question at max_length 384 / stride 128: measured on SQuAD v1.1 dev (10,784 windows of 10,570
-# questions with the MiniLM tokenizer); MRQA's contexts run to 800 tokens, up to 3 windows (a bound, not measured).
-WINDOWS_PER_QUESTION = 1.02
+# QA windows per question: SQUAD_WINDOWS (measured on SQuAD v1.1 dev, by max_length); MRQA's contexts run to 800
+# tokens, up to 3 windows (a bound, not measured).
 MRQA_WINDOWS_PER_QUESTION = 3.0
 ROW_BYTES = {"qa": 1_000, "classification": 200}  # assumed parquet bytes per row
 PREDICTION_ROW_BYTES = 100  # assumed
@@ -223,13 +264,27 @@ def split_rows(config: Mapping[str, Any], dataset: str, split: str) -> Rows:
     return Rows(10_000, "unknown", f"{dataset}/{split}: size not known before download (counted as 10,000)")
 
 
-def qa_windows(config: Mapping[str, Any], dataset: str, split: str) -> Rows:
-    rows = split_rows(config, dataset, split)
+def squad_windows(max_length: int) -> tuple[float, float]:
+    """(windows per question, mean window length) of SQuAD at ``max_length``: the measurement at the nearest measured
+    max_length at or below it for the windows (more windows), at or above it for the length (longer), each capped."""
+    lengths = sorted(SQUAD_WINDOWS)
+    below = max([m for m in lengths if m <= max_length], default=lengths[0])
+    above = min([m for m in lengths if m >= max_length], default=lengths[-1])
+    return SQUAD_WINDOWS[below][0], min(float(max_length), SQUAD_WINDOWS[above][1])
+
+
+def is_mrqa(config: Mapping[str, Any], dataset: str, split: str) -> bool:
     hub = (config["datasets"][dataset]["splits"].get(split) or {}).get("hub") or {}
-    if hub.get("subset"):
+    return bool(hub.get("subset"))
+
+
+def qa_windows(config: Mapping[str, Any], dataset: str, split: str, max_length: int = 384) -> Rows:
+    rows = split_rows(config, dataset, split)
+    if is_mrqa(config, dataset, split):
         return Rows(rows.n * MRQA_WINDOWS_PER_QUESTION, _worst([rows.kind, "bound"]),
                     f"{rows.basis} × {MRQA_WINDOWS_PER_QUESTION:g} windows (MRQA, a bound)")
-    return rows.scaled(WINDOWS_PER_QUESTION, f"× {WINDOWS_PER_QUESTION} windows (measured on SQuAD dev)")
+    per_question = squad_windows(max_length)[0]
+    return rows.scaled(per_question, f"× {per_question:g} windows at max_length {max_length} (measured on SQuAD dev)")
 
 
 # ---------------------------------------------------------------------------------------------------- one job
@@ -251,6 +306,22 @@ class JobCost:
     model: tuple[Mapping[str, Any], str] | None = None  # the model's config entry and where it is
     kinds: set[str] = field(default_factory=set)
     basis: list[str] = field(default_factory=list)
+    # wall seconds of the job's parts ("start-up", "steps", "evaluations", "checkpoints", "first-seen shapes",
+    # "forward"), each once however many GPUs the job has
+    parts: dict[str, float] = field(default_factory=dict)
+
+    def add(self, part: str, wall_s: float) -> None:
+        """Wall seconds of a part: GPU-seconds = wall × the job's GPUs (each waits for the others); on a CPU job
+        CPU-seconds (its parts are counted in CPU-seconds already, the start-up × its threads)."""
+        self.parts[part] = self.parts.get(part, 0.0) + wall_s
+        if self.gpus:
+            self.gpu_s += wall_s * self.gpus
+        else:
+            self.cpu_s += wall_s
+
+    def loop_s(self) -> float:
+        """The training loop's wall seconds (what the engine reports as ``train_wall_time_s``)."""
+        return sum(self.parts.get(p, 0.0) for p in ("steps", "evaluations", "checkpoints", "first-seen shapes"))
 
 
 def step_measurement(non_embedding: int) -> StepMeasurement:
@@ -261,7 +332,8 @@ def step_measurement(non_embedding: int) -> StepMeasurement:
 def seconds_per_step(non_embedding: int, layers: int, tokens_per_step: float, cpu: bool = False) -> float:
     """On a GPU the larger of the reference step scaled by layers (a step the card runs below capacity takes a time
     set by its kernels, one set per layer) and scaled by parameters × tokens (a step that fills the card); on the CPU
-    (CPU-seconds) the CPU step scaled by parameters × tokens."""
+    (CPU-seconds) the CPU step scaled by parameters × tokens. On k GPUs each computes its share of a step
+    (``tokens_per_step / k``): the launch-bound floor stays, so k GPUs never cost fewer GPU-seconds than one."""
     ref = CPU_STEP if cpu else step_measurement(non_embedding)
     by_layers = 0.0 if cpu else layers / ref.layers
     by_work = non_embedding / ref.non_embedding * tokens_per_step / ref.tokens_per_step
@@ -290,8 +362,12 @@ def steps_of(settings: Mapping[str, Any], rows: Rows) -> tuple[float, str, str]:
 class Planner:
     """Turns the planned jobs of one config into estimates (a job: rule, wildcards, params, resources)."""
 
-    def __init__(self, config: Mapping[str, Any]):
+    def __init__(self, config: Mapping[str, Any], card: str = DEFAULT_CARD):
+        if card not in CARDS:
+            raise PlanError(f"unknown card {card!r}: one of {sorted(CARDS)}")
         self.config = config
+        self.card = CARDS[card]
+        self.factor = self.card.factor()  # on the GPU's compute only: start-up and disk do not change with the card
         self.model_bases: dict[str, str] = {}
 
     # -- models
@@ -315,12 +391,11 @@ class Planner:
         cost = JobCost(rule, gpus=gpus, threads=job.threads, mem_mb=int(resources.get("mem_mb") or 0), model=job.model)
         estimator = GPU_ESTIMATORS.get(rule)
         if estimator is not None and (gpus or rule != "aflite_filter"):
-            estimator(self, cost, wildcards, params)
-            if not gpus:  # a model trained or run on the job's CPUs: the same work at the CPU's rate
-                cost.cpu_s, cost.gpu_s = cost.gpu_s, 0.0
+            estimator(self, cost, wildcards, params)  # without GPUs: the same work at the CPU's rate, in CPU-seconds
         elif gpus:
             seconds = GPU_ASSUMED.get(rule, 60.0)
-            cost.gpu_s = (GPU_JOB_STARTUP_S + seconds) * gpus
+            cost.add("start-up", GPU_JOB_STARTUP_S)
+            cost.add("forward", seconds)
             cost.kinds.add("estimate")
             cost.basis.append(f"the start-up and {seconds:g} s a job (assumed)")
         else:
@@ -369,41 +444,93 @@ class Planner:
         return size
 
     def train(self, cost: JobCost, size: ModelSize, settings: Mapping[str, Any], rows: Rows,
-              eval_rows: float = 0.0, evals: float = 0.0, max_length: int | None = None) -> None:
+              eval_rows: float = 0.0, evals: float = 0.0, max_length: int | None = None,
+              mean_length: float | None = None, questions: float = 0.0) -> None:
+        """A training job: start-up, steps, evaluations, checkpoints and (on a GPU) first-seen batch shapes.
+
+        A step's padded tokens are batch × accumulation × its width: with ``group_by_length`` and a known
+        ``mean_length`` (SQuAD's windows) the mean window length rounded up to the padding multiple, else max_length
+        (an upper bound). On k GPUs each computes tokens / k a step, never below the launch-bound floor."""
         steps, kind, basis = steps_of(settings, rows)
         length = max_length or settings.get("max_length", 128)
-        tokens = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1) * length
-        n = size.non_embedding_parameters or 0
         cpu = not cost.gpus
-        step_s = seconds_per_step(n, size.layers or 1, tokens, cpu)
-        cost.gpu_s += steps * step_s
+        k = max(cost.gpus, 1)
+        multiple = _pad_multiple(settings, cpu)
+        width, width_basis = _expected_width(settings, length, mean_length, multiple)
+        tokens = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1) * width
+        n = size.non_embedding_parameters or 0
+        factor = 1.0 if cpu else self.factor
+        step_s = seconds_per_step(n, size.layers or 1, tokens / k, cpu) * factor
+        cost.add("steps", steps * step_s)
         if evals and eval_rows and n:
-            cost.gpu_s += evals * eval_rows * length * seconds_per_forward_token(n, cpu)
+            eval_width = (mean_length or length) if cpu or multiple == 1 else min(length, (mean_length or length)
+                                                                                  + (multiple - 1) / 2)
+            cost.add("evaluations", evals * eval_rows * eval_width * seconds_per_forward_token(n, cpu) * factor)
             basis += f"; {evals:,.0f} evaluation{'s' if evals != 1 else ''} × {eval_rows:,.0f} rows"
         params = size.parameters or 5_000_000  # the BiLSTM: a few million weights
-        saves = math.floor(steps / settings.get("checkpoint_every", steps or 1)) if steps else 0
-        cost.gpu_s += saves * 12 * params / DISK_BYTES_PER_S * max(cost.gpus, 1)
+        every = settings.get("checkpoint_every") or 0
+        saves = math.floor((steps - 1) / every) if steps and every else 0  # none after the last step
+        save_bytes = (12 + (4 if evals else 0)) * params  # weights, AdamW moments; the best weights once evaluated
+        cost.add("checkpoints", saves * save_bytes / CHECKPOINT_BYTES_PER_S * (1 if cost.gpus else cost.threads))
+        if not cpu:
+            shapes = _shapes(settings, length, multiple) + (_shapes(settings, length, multiple, evaluation=True)
+                                                            if evals else 0)  # fmt: skip
+            cost.add("first-seen shapes", shapes * GPU_FIRST_SHAPE_S)
         cost.kinds.add(kind)
-        cost.basis.append(f"{steps:,.0f} steps ({basis}) × {step_s * 1000:.1f} ms, {saves:,} checkpoints")
-        self.startup(cost, size)
+        gpus = f" on {k} GPUs ({tokens / k:,.0f} tokens each)" if k > 1 else ""
+        floor = ""
+        if k > 1 and seconds_per_step(n, size.layers or 1, tokens / k) == seconds_per_step(n, size.layers or 1,
+                                                                                           tokens):
+            floor = f"; its step is launch-bound even on one GPU: {k} GPUs take as long as one, {k} × the GPU-hours"
+        cost.basis.append(f"{steps:,.0f} steps ({basis}) × {step_s * 1000:.1f} ms{gpus} (width {width_basis}), "
+                          f"{saves:,} checkpoints{floor}")
+        self.startup(cost, size, questions)
         cost.disk_bytes += 4 * params
         cost.scratch_bytes += 12 * params
         cost.gpu_state_bytes = 16 * params
 
-    def forward(self, cost: JobCost, size: ModelSize, rows: Rows, length: int, what: str) -> None:
+    def forward(self, cost: JobCost, size: ModelSize, rows: Rows, length: int, what: str,
+                questions: float = 0.0) -> None:
         n = size.non_embedding_parameters or 0
-        cost.gpu_s += rows.n * length * seconds_per_forward_token(n, not cost.gpus) if n else 0.0
+        cpu = not cost.gpus
+        if n:
+            cost.add("forward", rows.n * length * seconds_per_forward_token(n, cpu) * (1.0 if cpu else self.factor))
         cost.kinds.add(rows.kind)
         cost.basis.append(f"{what}: {rows.n:,.0f} rows × {length} tokens forward ({rows.basis})")
-        self.startup(cost, size)
+        self.startup(cost, size, questions)
         cost.gpu_state_bytes = 4 * (size.parameters or 5_000_000)
 
-    def startup(self, cost: JobCost, size: ModelSize) -> None:
-        load = 4 * (size.parameters or 0) / DISK_BYTES_PER_S
-        if cost.gpus:
-            cost.gpu_s += (GPU_JOB_STARTUP_S + load) * cost.gpus
-        else:
-            cost.gpu_s += (CPU_JOB_STARTUP_S + load) * max(cost.threads, 1)
+    def startup(self, cost: JobCost, size: ModelSize, questions: float = 0.0) -> None:
+        """Python and imports, the model's weights read, and a QA job's questions cut into windows."""
+        seconds = (GPU_JOB_STARTUP_S if cost.gpus else CPU_JOB_STARTUP_S) + 4 * (size.parameters or 0) / DISK_BYTES_PER_S
+        seconds += questions * FEATURIZE_S_PER_QUESTION
+        cost.add("start-up", seconds * (1 if cost.gpus else max(cost.threads, 1)))
+
+
+def _pad_multiple(settings: Mapping[str, Any], cpu: bool) -> int:
+    """``pad_to_multiple_of``: auto = 64 on a GPU, exact widths (1) on a CPU (spurious.core.training)."""
+    setting = settings.get("pad_to_multiple_of", "auto")
+    return (1 if cpu else 64) if setting in (None, "auto") else int(setting)
+
+
+def _expected_width(settings: Mapping[str, Any], length: int, mean_length: float | None,
+                    multiple: int) -> tuple[float, str]:
+    """A step's expected padded width: with length-grouped batches the mean row length rounded up to the padding
+    multiple (on average half a multiple more), else max_length (a batch of random rows is about as wide as its
+    longest, near max_length)."""
+    if settings.get("pad_to_max_length") or not settings.get("group_by_length") or mean_length is None:
+        return float(length), f"max_length {length}"
+    width = min(float(length), mean_length + (multiple - 1) / 2)
+    return width, f"{width:.0f}: length-grouped, mean window {mean_length:g} tokens (SQuAD dev), padded to x{multiple}"
+
+
+def _shapes(settings: Mapping[str, Any], length: int, multiple: int, evaluation: bool = False) -> int:
+    """The batch shapes a GPU run meets (each costs GPU_FIRST_SHAPE_S once): widths in multiples up to max_length
+    for length-grouped training batches and for evaluation batches (sorted by length), about two for random ones."""
+    widths = math.ceil(length / max(multiple, 1)) if multiple > 1 else 1
+    if evaluation or settings.get("group_by_length"):
+        return widths
+    return min(widths, 2)
 
 
 # ---------------------------------------------------------------------------------------------------- per rule
@@ -418,8 +545,9 @@ def _qa_model_splits(p: Planner, name: str) -> tuple[dict[str, str], dict[str, s
 
 
 def _evaluations(settings: Mapping[str, Any], steps: float) -> float:
+    """Evaluations of a run: at every multiple of eval_every and after the last step (once for both)."""
     every = settings.get("eval_every")
-    return math.floor(steps / every) + 1 if isinstance(every, int) and every else 1
+    return math.ceil(steps / every) if isinstance(every, int) and every else 1
 
 
 def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
@@ -431,17 +559,22 @@ def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mappi
     debias = p.config.get("debias") or {}
     if cost.rule != "train" and debias.get("train"):
         train = debias["train"]
-    rows = qa_windows(p.config, train["dataset"], train["split"])
+    length = settings.get("max_length", 384)
+    rows = qa_windows(p.config, train["dataset"], train["split"], length)
     if cost.rule != "train":
         rows = Rows(rows.n, _worst([rows.kind, "bound"]), f"at most {rows.basis}")
     steps, _, _ = steps_of(settings, rows)
-    val = qa_windows(p.config, validation["dataset"], validation["split"])
-    eval_rows = min(val.n, (settings.get("eval_max_examples") or val.n) * WINDOWS_PER_QUESTION)
+    val = qa_windows(p.config, validation["dataset"], validation["split"], length)
+    val_questions = split_rows(p.config, validation["dataset"], validation["split"]).n
+    eval_questions = min(val_questions, settings.get("eval_max_examples") or math.inf)
+    eval_rows = val.n * eval_questions / val_questions  # the validation windows of the questions evaluated
     if cost.rule == "train_bias_model":
         selection = (debias.get("bias_model") or {}).get("selection_max_examples")
         eval_rows += 2 * min(val.n, selection or val.n)
-    p.train(cost, size, settings, rows, eval_rows=eval_rows, evals=_evaluations(settings, steps),
-            max_length=settings.get("max_length", 384))
+    mrqa = is_mrqa(p.config, train["dataset"], train["split"])
+    questions = split_rows(p.config, train["dataset"], train["split"]).n + eval_questions
+    p.train(cost, size, settings, rows, eval_rows=eval_rows, evals=_evaluations(settings, steps), max_length=length,
+            mean_length=None if mrqa else squad_windows(length)[1], questions=questions)
 
 
 def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
@@ -449,15 +582,22 @@ def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Map
     size = p.model(cost)
     settings = _settings(params)
     length = settings.get("max_length", 384)
+    dataset, split = (w.get("dataset"), w.get("split"))
     if cost.rule == "scale_search_score":
         _, validation = _qa_model_splits(p, w["model"])
-        rows = qa_windows(p.config, validation["dataset"], validation["split"])
-        limit = params.get("max_examples")
-        if limit:
-            rows = Rows(min(rows.n, limit * WINDOWS_PER_QUESTION), rows.kind, f"{rows.basis}, at most {limit:,}")
-    else:
-        rows = qa_windows(p.config, w["dataset"], w["split"])
-    p.forward(cost, size, rows, length, cost.rule)
+        dataset, split = validation["dataset"], validation["split"]
+    rows = qa_windows(p.config, dataset, split, length)
+    questions = split_rows(p.config, dataset, split).n
+    limit = params.get("max_examples") if cost.rule == "scale_search_score" else None
+    if limit:
+        per_question = squad_windows(length)[0]
+        rows = Rows(min(rows.n, limit * per_question), rows.kind, f"{rows.basis}, at most {limit:,}")
+        questions = min(questions, limit)
+    # prediction batches are sorted by length: as wide as their windows (SQuAD's mean; MRQA's unknown: max_length)
+    width = length if is_mrqa(p.config, dataset, split) else squad_windows(length)[1]
+    if cost.gpus:
+        width = min(length, width + (_pad_multiple(settings, False) - 1) / 2)
+    p.forward(cost, size, rows, round(width), cost.rule, questions=questions)
     if cost.rule == "feature_logits":
         cost.disk_bytes += rows.n * length * 2 * 4  # start and end logits, float32
     else:
@@ -550,7 +690,8 @@ def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: 
     hidden = _hidden(p.config["aflite"]["text"]["representation"].get("checkpoint", ""))
     per_iteration = (AFLITE_ITERATION_S * pool.n / 100_000 * hidden / 384 * settings.get("m", 64) / 64
                      * settings["t"] / 10_000)
-    cost.gpu_s = GPU_JOB_STARTUP_S + iterations * per_iteration
+    cost.add("start-up", GPU_JOB_STARTUP_S)
+    cost.add("forward", iterations * per_iteration * p.factor)
     cost.kinds.add("bound")
     cost.basis.append(f"at most {iterations} iterations × {per_iteration:.1f} s (bench_aflite on the H200: 0.11 s an "
                       f"iteration at n 100k, d 384, m 64, t 10k; scaled by n × d × m × t)")
@@ -750,9 +891,11 @@ class RuleTotal:
     longest_job_h: float = 0.0  # wall hours of its longest job (GPU-seconds / GPUs)
 
 
-def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob]) -> tuple[list[RuleTotal], dict[str, str]]:
-    """Per rule (in the order Snakemake planned them, most expensive job's basis kept) and the measurements used."""
-    planner = Planner(config)
+def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob],
+             card: str = DEFAULT_CARD) -> tuple[list[RuleTotal], dict[str, str]]:
+    """Per rule (in the order Snakemake planned them, most expensive job's basis kept) and the measurements used,
+    for ``card`` (:data:`CARDS`)."""
+    planner = Planner(config, card)
     totals: dict[str, RuleTotal] = {}
     costliest: dict[str, float] = defaultdict(lambda: -1.0)
     # in a fixed order (Snakemake's is a set's), so that among equal jobs the same one gives its rule's basis
@@ -775,7 +918,19 @@ def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob]) -> tuple[lis
             where = ", ".join(f"{k}={v}" for k, v in job.wildcards.items())
             total.basis = f"({where}) " + "; ".join(cost.basis) if where else "; ".join(cost.basis)
     ordered = sorted(totals.values(), key=lambda r: (-r.gpu_hours, -r.cpu_hours, r.rule))
-    return ordered, dict(planner.model_bases)
+    bases = dict(planner.model_bases)
+    if any(r.gpu_jobs for r in ordered):
+        bases["card"] = card_basis(card)
+    return ordered, bases
+
+
+def card_basis(card: str) -> str:
+    c, h200 = CARDS[card], CARDS["h200"]
+    if card == "h200":
+        return f"Card: {c.name} ({c.source}), the card the measurements come from (factor 1)"
+    return (f"Card: {c.name}, the H200's GPU times × {c.factor():.2f} = sqrt(({h200.bf16_tflops:g} / {c.bf16_tflops:g} "
+            f"TFLOPS) × ({h200.bandwidth_tbs:g} / {c.bandwidth_tbs:g} TB/s)) ({c.source}; {h200.source}); start-up and "
+            "disk unchanged")
 
 
 def _total(rules: list[RuleTotal]) -> RuleTotal:
@@ -795,24 +950,28 @@ def _total(rules: list[RuleTotal]) -> RuleTotal:
 
 
 FORMULA = (
-    "GPU-hours = steps × s/step + forward tokens × s/token + start-up, per job, summed; s/step = s_ref × max(L / "
-    "L_ref, (N / N_ref) × (T / T_ref)) and s/token = s_ref / T_ref × N / N_ref / 3, with L the layers, N the "
-    "non-embedding parameters, T the padded tokens per step (batch × accumulation × max_length: an upper bound) and "
-    "the reference the nearest measured model below (MiniLM up to 30M non-embedding parameters, else BERT-base); a "
-    "job on k GPUs is counted k × its time (perfect scaling assumed). Without a GPU the reference is the CPU step "
-    "(MiniLM, 3.6 CPU-seconds for 16 × 155 tokens on 2 cores) and s/step = s_ref × (N / N_ref) × (T / T_ref). "
-    "Start-up: "
-    f"{GPU_JOB_STARTUP_S:.0f} s a GPU job and the model's fp32 weights read at {DISK_BYTES_PER_S / 1e9:g} GB/s "
-    f"(each checkpoint, 12 bytes a parameter, written at that rate too), {CPU_JOB_STARTUP_S:.0f} s a CPU job "
-    "(assumed). CPU-hours: the CPU jobs only (a GPU job's CPUs come with its GPUs)."
+    "GPU-hours = GPUs × (start-up + steps × s/step + evaluation and prediction tokens × s/token + checkpoints + "
+    "first-seen batch shapes), per job, summed; s/step = s_ref × max(L / L_ref, (N / N_ref) × (T / k / T_ref)) × c "
+    "and s/token = s_ref / T_ref × N / N_ref / 3 × c, with L the layers, N the non-embedding parameters, T the padded "
+    "tokens per step (batch × accumulation × width: length-grouped SQuAD batches the mean window length rounded up "
+    "to the padding multiple, else max_length, an upper bound), k the job's GPUs (each computes T / k; the first "
+    "term, a launch-bound step, does not shrink, so k GPUs never cost fewer GPU-hours than one), c the card's factor "
+    "(1 on the H200; --gpu) and the reference the nearest measured model below (MiniLM up to 30M non-embedding "
+    "parameters, else BERT-base). Without a GPU the reference is the CPU step (MiniLM, 3.6 CPU-seconds for 16 × 155 "
+    "tokens on 2 cores) and s/step = s_ref × (N / N_ref) × (T / T_ref), in CPU-seconds. Start-up: "
+    f"{GPU_JOB_STARTUP_S:.0f} s a GPU job, {CPU_JOB_STARTUP_S:.0f} s a CPU job (× its threads) (assumed), the fp32 "
+    f"weights read at {DISK_BYTES_PER_S / 1e9:g} GB/s (assumed) and {FEATURIZE_S_PER_QUESTION * 1000:g} ms a QA "
+    f"question cut into windows (measured); checkpoints (12 bytes a parameter, 16 once evaluated) written at "
+    f"{CHECKPOINT_BYTES_PER_S / 1e9:g} GB/s (measured); {GPU_FIRST_SHAPE_S:g} s per batch shape a GPU run meets "
+    "(measured on the H200). CPU-hours: the CPU jobs only (a GPU job's CPUs come with its GPUs)."
 )
 UNCERTAINTY = (
     "Nothing larger than BERT-base was measured: BERT-large and RoBERTa-large (24 layers, 3.6 × BERT-base's "
     "non-embedding parameters), Pythia-1b (9.5 ×) and Pythia-12b (133 ×) are extrapolated from BERT-base, by layers "
     "or by parameters × tokens, whichever gives more; a large model uses a card better than the BERT-base step did, "
     "so their figures are more likely high than low, possibly by a factor of 2 to 3. Classification steps are counted "
-    "padded to max_length, at their widest. Other cards: multiply by the H200's speed over theirs (not measured "
-    "here). 'bound' rows are upper bounds (a max_steps cap with early stopping, a set of unknown size bounded by its "
+    "padded to max_length, at their widest. Other cards (--gpu) are scaled by a factor from their published peak and "
+    "bandwidth, not measured here. 'bound' rows are upper bounds (a max_steps cap with early stopping, a set of unknown size bounded by its "
     "source); 'estimate' rows rest on a stated assumption; 'unknown' ones on a size guessed at 10,000 rows."
 )
 

@@ -28,6 +28,7 @@ body { font-family: system-ui, sans-serif; max-width: 72rem; margin: 2rem auto; 
 .entry img { width: 100%; height: auto; border: 1px solid #ccc; background: white; }
 .entry p { margin: 0.3rem 0; } .files a { margin-right: 0.8rem; }
 .caption { color: #333; font-size: 0.92rem; } code { font-size: 0.9em; }
+footer.provenance { border-top: 2px solid #ccc; margin-top: 2rem; font-size: 0.85rem; color: #444; }
 """
 
 
@@ -71,10 +72,11 @@ def _entry(entry: Mapping[str, Any], root: Path) -> str:
 
 
 def index_html(entries: Sequence[Mapping[str, Any]], reports: Iterable[str | os.PathLike], root: str | os.PathLike,
-               *, title: str = "spurious: results") -> str:
+               *, title: str = "spurious: results", footer: str = "") -> str:
     """The page. ``entries``: one per table or figure (``path``, ``caption`` text, ``paper``, and the ``siblings``
     written with it: the Markdown beside a CSV, the SVG beside a PNG), listed when ``path`` exists, by
-    paper in the order given, figures first; ``reports``: HTML pages to link (those that exist)."""
+    paper in the order given, figures first; ``reports``: HTML pages to link (those that exist); ``footer``: HTML
+    at the end (the provenance, ``spurious.core.provenance.footer_html``)."""
     root = Path(root)
     present = [e for e in entries if Path(e["path"]).is_file()]
     parts = [f"<!DOCTYPE html><html lang='en'><head><meta charset='utf-8'>"
@@ -102,16 +104,17 @@ def index_html(entries: Sequence[Mapping[str, Any]], reports: Iterable[str | os.
             if group:
                 parts.append(f"<h3>{heading}</h3>" + "".join(_entry(e, root) for e in group))
         parts.append("</section>")
+    parts.append(footer)
     parts.append("</body></html>")
     return "\n".join(parts)
 
 
 def write_index(entries: Sequence[Mapping[str, Any]], reports: Iterable[str | os.PathLike],
-                out: str | os.PathLike) -> int:
+                out: str | os.PathLike, *, footer: str = "") -> int:
     """Write :func:`index_html` to ``out`` (atomically; paths relative to its folder); returns the number of tables
     and figures listed."""
     out = Path(out)
-    page = index_html(entries, reports, out.parent)
+    page = index_html(entries, reports, out.parent, footer=footer)
     with atomic_path(out) as tmp:
         tmp.write_text(page, encoding="utf-8")
     return sum(Path(e["path"]).is_file() for e in entries)

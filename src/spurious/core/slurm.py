@@ -11,6 +11,9 @@ JSON and stops before submitting anything (``spurious slurm-check``).
 ``apply_size_requests`` (called by the Snakefile) lets the profile ask per size class of the model a job trains or
 runs: a resource written ``by_size(bilstm=..., small=..., base=..., large=..., xl=...)`` becomes the value for the
 job's model (``spurious.core.sizes``), so the BiLSTM control and RoBERTa-large of one rule ask for different jobs.
+A value followed by ``* attempt`` (``mem_mb: "by_size(...) * attempt"``, ``"32000 * attempt"``) grows with each
+retry of a job (a job killed for memory gets twice its request on the second attempt), never beyond the largest node
+of its partition, which the start-up check reads from ``sinfo`` (a larger request would stay PENDING forever).
 """
 
 from __future__ import annotations
@@ -67,6 +70,10 @@ class Request:
 # ---------------------------------------------------------------------------------------------------- per size class
 
 SIZE_FUNCTION = "by_size"
+ATTEMPT_SUFFIX = re.compile(r"^(?P<base>.+?)\s*\*\s*attempt\s*$")
+# the largest memory of a node per partition (None: the default partition), filled by check_workflow from sinfo:
+# the cap of a request that grows with the attempt
+LARGEST_MEMORY_MB: dict[str | None, int] = {}
 # what a model rule tells apply_size_requests: the model spec of a job (checkpoint, init, size_class) and where in
 # the config it is (for messages), from the job's wildcards
 ModelOf = Callable[[Any], tuple[Mapping[str, Any], str]]
@@ -112,7 +119,8 @@ def _per_size(setting: str, table: dict[str, Any], model_of: ModelOf) -> Callabl
 
 
 def apply_size_requests(workflow: Any, model_of_rule: Mapping[str, ModelOf]) -> None:
-    """Turn every ``by_size(...)`` resource and thread count of the profile into a per-job value.
+    """Turn every ``by_size(...)`` resource and thread count of the profile into a per-job value, and every value
+    ``... * attempt`` into one that grows with the job's attempt (capped at the largest node, ``scaled_by_attempt``).
 
     ``model_of_rule`` maps each rule that trains or runs a model to the function that finds a job's model; a
     ``by_size`` value on any other rule is an error naming it. Snakemake evaluates the returned functions per job, on
@@ -121,18 +129,52 @@ def apply_size_requests(workflow: Any, model_of_rule: Mapping[str, ModelOf]) -> 
     from snakemake.resources import Resource
 
     for rule in workflow.rules:
+        partition = rule.resources.get("slurm_partition")
+        partition_raw = getattr(partition, "raw", None)
         for name, resource in list(rule.resources.items()):
             setting = f"set-threads: {rule.name}" if name == "_cores" else f"set-resources: {rule.name}: {name}"
-            table = size_table(resource.raw, setting)
-            if table is None:
+            raw = resource.raw
+            scaled = ATTEMPT_SUFFIX.match(raw) if isinstance(raw, str) else None
+            base = scaled.group("base") if scaled else raw
+            table = size_table(base, setting)
+            if table is None and not scaled:
                 continue
-            if rule.name not in model_of_rule:
+            if table is not None and rule.name not in model_of_rule:
                 raise SlurmRequestError(
                     f"{PROFILE_FILE}: {setting} is given per size class, but rule {rule.name} trains or runs no "
                     f"model; give it one value (the rules with a model: {', '.join(sorted(model_of_rule))})"
                 )
-            value = _per_size(setting, table, model_of_rule[rule.name])
+            if table is not None:
+                value = _per_size(setting, table, model_of_rule[rule.name])
+            else:
+                value = _literal(base, setting)
+            if scaled:
+                value = scaled_by_attempt(value, partition_raw if isinstance(partition_raw, str) else None, name)
             rule.resources[name] = Resource(name, value, raw=resource.raw)
+
+
+def _literal(text: str, setting: str) -> Callable[[Any], Any]:
+    try:
+        number = ast.literal_eval(text.strip())
+    except (SyntaxError, ValueError):
+        number = None
+    if not isinstance(number, int | float) or isinstance(number, bool):
+        raise SlurmRequestError(f"{PROFILE_FILE}: {setting} = '{text} * attempt': only a number or by_size(...) may "
+                                "be multiplied by the attempt")  # fmt: skip
+    return lambda wildcards: number
+
+
+def scaled_by_attempt(value: Callable[[Any], Any], partition: str | None, name: str) -> Callable[[Any, int], Any]:
+    """``value × attempt`` (the first attempt's request, the second's twice it, ...); memory never beyond the largest
+    node of the partition (``LARGEST_MEMORY_MB``, known to the submitting host once the start-up check read sinfo)."""
+
+    def per_attempt(wildcards: Any, attempt: int) -> Any:
+        base = value(wildcards)
+        grown = base * attempt
+        cap = LARGEST_MEMORY_MB.get(partition) if name == "mem_mb" and attempt > 1 else None
+        return max(base, min(grown, cap)) if cap else grown
+
+    return per_attempt
 
 
 # ---------------------------------------------------------------------------------------------------- sinfo
@@ -392,6 +434,17 @@ def write_plan(path: Path, requests: list[Request], nodes: list[Node], problems:
     tmp.replace(path)
 
 
+def survive_time_limit_warning() -> None:
+    """Inside a SLURM job, let Snakemake's processes ignore SIGUSR1, the warning the profile asks SLURM to send every
+    process of the job's steps before the time limit (``--signal=USR1@600``): the job's training process saves a
+    checkpoint and exits (``PreemptionGuard``), and its Snakemake, still alive, reports the job failed, so that the
+    retry resumes. The processes Snakemake starts inherit the setting; the training loop installs its own handler."""
+    import signal
+
+    if "SLURM_JOB_ID" in os.environ:
+        signal.signal(signal.SIGUSR1, signal.SIG_IGN)
+
+
 def is_slurm_run(workflow: Any) -> bool:
     """Whether this Snakemake process submits jobs to SLURM (not a dry run, not a job running on a node)."""
     plugin = getattr(workflow, "executor_plugin", None)
@@ -405,6 +458,9 @@ def check_workflow(workflow: Any) -> None:
     """
     requests = pending_requests(workflow.dag)
     nodes = query_nodes()
+    for node in nodes:  # the caps of the requests that grow with the attempt
+        for key in {node.partition, None} if node.default_partition else {node.partition}:
+            LARGEST_MEMORY_MB[key] = max(LARGEST_MEMORY_MB.get(key, 0), node.mem_mb)
     problems = check_requests(requests, nodes)
     settings = workflow.executor_settings
     status = status_command_problem(settings.status_command, settings.init_seconds_before_status_checks or 40)

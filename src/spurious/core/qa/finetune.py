@@ -49,6 +49,7 @@ from spurious.core.qa.settings import (
     logger,
     resolve_settings,
 )
+from spurious.core.tracking import TRACKER_FOLDER
 from spurious.core.training import (
     pad_multiple,
     rng_states,
@@ -428,6 +429,7 @@ def train_qa(
         evaluation=evaluation,
         keep_best=bool(s["keep_best"]),
         unit="windows",
+        tracker_dir=output_dir.parent / TRACKER_FOLDER,  # beside the model folder: kept when the job succeeds
     )
     state, record = run.state, run.state.evaluation
     saved_step = state.best_step if s["keep_best"] and state.best_step is not None else state.step

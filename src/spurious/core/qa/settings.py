@@ -40,6 +40,8 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
     # CUDA runs long enough to repay the compilation (spurious.core.compiled)
     "compile": "auto",
+    # none, or a tracker the run is logged to, offline (an execution setting; spurious.core.tracking)
+    "tracker": "none",
     "group_by_length": False,
     # validation, early stopping, checkpoints
     "eval_every": 200,
