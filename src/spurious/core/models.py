@@ -59,6 +59,12 @@ def use_fetched(name: str, folder: Callable[[], str], *, revision: str | None, r
     _FETCHED[name] = _Fetched(folder, revision, record)
 
 
+def fetched_revision(name: str) -> str | None:
+    """The revision in the fetch record this job registered for ``name`` (:func:`use_fetched`), or None without one."""
+    fetched = _FETCHED.get(name)
+    return fetched.revision if fetched is not None else None
+
+
 def require_fetched(on: bool = True) -> None:
     """In a workflow job: a hub id or package model that no fetch record was registered for is an error (so that no
     job but the local rule that fetches touches the network or the hub cache by name)."""

