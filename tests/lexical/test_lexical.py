@@ -500,7 +500,8 @@ def test_tables_1_and_3_show_the_configured_err_target_first():
     from spurious.lexical import report as lexical_report
 
     summary = {"n_instances": 10, "n_features": 3, "n_labels": 2, "converged": True, "steps": 4, "err_uniform": 0.15,
-               "err_q": 0.05, "err_vs_label_distribution": {"uniform": 0.04, "q": 0.06}}  # fmt: skip
+               "err_q": 0.05, "err_vs_label_distribution": {"uniform": 0.04, "q": 0.06}, "effective_sample_size": 7.5,
+               "chosen_step": 3}  # fmt: skip
     t1 = lexical_report.table1({"qqp": summary}, {"qqp": "QQP"})
     assert t1.loc[0, "Err(uniform)"] == 0.15 and t1.loc[0, "Err(q)"] == 0.05
     assert t1.loc[0, "Err(uniform) [vs label distribution]"] == 0.04 and t1.loc[0, "Err(uniform) (paper)"] == 0.154
