@@ -138,6 +138,23 @@ def test_stops_when_fewer_than_k_reach_tau_and_is_reproducible():
     assert len(sampled.kept) <= 300 and "n = 300" in sampled.stopped
 
 
+def test_each_iteration_removes_the_top_k_of_its_own_scores_on_what_is_left():
+    # Algorithm 1 re-derived around its two parts: iteration i scores the instances still in S (partitions seeded
+    # seed * 1_000_003 + i), removes the k highest p̃ >= τ (ties by position), and the next iteration scores the rest
+    x, y = _known_bias()
+    result = aflite.aflite(x, y, n=200, m=8, t=100, k=30, tau=0.75, seed=4, device="cpu", log_fn=lambda _: None)
+    remaining = np.arange(len(y))
+    for i, record in enumerate(result.iterations):
+        p = aflite.predictability_scores(x[remaining], y[remaining], m=8, t=100, seed=4 * 1_000_003 + i, device="cpu").predictability
+        np.testing.assert_array_equal(result.scores[i][remaining], p)
+        eligible = [j for j in range(len(p)) if p[j] >= 0.75]  # NaN compares False
+        top = sorted(sorted(eligible, key=lambda j: (-p[j], j))[: record["slice"]])
+        assert record["removed_positions"] == remaining[top].tolist() and record["size_before"] == len(remaining)
+        remaining = np.delete(remaining, top)
+    np.testing.assert_array_equal(result.kept, remaining)
+    assert len(result.iterations) >= 2
+
+
 def test_bad_arguments_are_named():
     x, y = _known_bias()
     with pytest.raises(ValueError, match="training part t"):
