@@ -166,19 +166,20 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
 
 
 def test_reweight_settings_rerun_it_only_when_they_can_change_q(tiny_lexical_run):
+    from spurious.core.config import result_settings
+
     work, cfg = tiny_lexical_run
-
-    def planned(name, **reweight_settings):
-        changed = yaml.safe_load(cfg.read_text())
-        changed["lexical"]["reweight"].update(reweight_settings)
-        path = cfg.with_name(f"tiny_{name}.yaml")
-        path.write_text(yaml.safe_dump(changed, sort_keys=False))
-        return job_counts(snakemake(work, "-n", "--configfile", str(path)).stdout)
-
-    # the device is an execution setting, and instances is how min_count counted before min_count_unit existed
-    assert planned("same", device="cpu", min_count_unit="instances") == {}
-    counts = planned("occurrences", min_count_unit="occurrences")
-    assert counts["lexical_reweight"] == 1 and "lexical_features" not in counts
+    # the device is an execution setting, and instances is how min_count counted before min_count_unit existed:
+    # written out, they rerun nothing (the rule compares its result settings only)
+    changed = yaml.safe_load(cfg.read_text())
+    changed["lexical"]["reweight"].update(device="cpu", min_count_unit="instances")
+    path = cfg.with_name("tiny_same_reweight.yaml")
+    path.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert job_counts(snakemake(work, "-n", "--configfile", str(path)).stdout) == {}
+    # ... while the other reading of min_count is a result setting
+    settings = {"min_count": 5, "max_steps": 200, "min_ess_fraction": 0.1, "device": "cpu"}
+    assert result_settings({**settings, "min_count_unit": "instances"}) == result_settings(settings)
+    assert result_settings({**settings, "min_count_unit": "occurrences"})["min_count_unit"] == "occurrences"
 
 
 def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):

@@ -363,10 +363,8 @@ class _Objective:
         joint = self.ft @ (q[:, None] * self.one_hot)  # (d, L): sum_i q_i F_ij 1{y_i=y}
         mass = joint.sum(dim=1)
         present = mass > 0
-        if not bool(present.any()):
-            return math.nan, float(1.0 / torch.dot(q, q))
         gap = joint[present] / mass[present, None] - 1.0 / self.c.shape[1]
-        return float(gap.abs().mean()), float(1.0 / torch.dot(q, q))
+        return (float(gap.abs().mean()) if gap.numel() else math.nan), float(1.0 / torch.dot(q, q))
 
     def raw(self, q: torch.Tensor) -> float:
         g = self.ft @ (q[:, None] * self.c)

@@ -670,14 +670,14 @@ def figure2_panels(metrics: Sequence[Mapping[str, Any]]) -> tuple[list[Panel], l
     fine-tuning), and so are the in-context runs (Figure 3). Where no model has several methods, each dataset with
     fine-tuning results gets one panel titled "finetune" with a bar per (model, method): a per-feature view of
     Figure 1. Returns ``(panels, left_out)``."""
-    records = [r for r in _metrics(metrics) if r["method"] != "icl"]
-    labels = _model_labels(_metrics(metrics))
-    left_out = ["in-context learning (Figure 3)"] if len(records) < len(metrics) else []
+    every = _metrics(metrics)
+    labels = _model_labels(every)
+    records = [r for r in every if r["method"] != "icl"]
+    left_out = ["in-context learning (Figure 3)"] if len(records) < len(every) else []
     datasets = _first_seen(r["dataset"] for r in records)
     models = _first_seen(r["model"] for r in records)
-    methods = {(d, m): [x for x in METHODS if any(r["dataset"] == d and r["model"] == m and r["method"] == x
-                                                  for r in records)]
-               for d in datasets for m in models}  # fmt: skip
+    ran = {(r["dataset"], r["model"], r["method"]) for r in records}
+    methods = {(d, m): [x for x in METHODS if (d, m, x) in ran] for d in datasets for m in models}
     panels = [(d, labels[m], [(m, x) for x in methods[d, m]]) for d in datasets for m in models
               if len(methods[d, m]) > 1]  # fmt: skip
     if not panels:
