@@ -352,18 +352,21 @@ class _Objective:
     def __init__(self, presence: sp.csr_matrix, labels: np.ndarray, n_labels: int, device: torch.device) -> None:
         self.ft = _torch_csr(presence.T.tocsr(), device)  # (d, n): F^T (q o C)
         self.f = _torch_csr(presence, device)  # (n, d): F G
-        self.one_hot = torch.from_numpy(_one_hot(labels, n_labels)).to(device)
-        self.c = self.one_hot - 1.0 / n_labels
+        self.c = torch.from_numpy(_one_hot(labels, n_labels) - 1.0 / n_labels).to(device)
         self.scale = 1.0
         self.evaluations = 0
+        self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (q, F^T (q o C)) of the last evaluation
 
-    def err_and_ess(self, q: torch.Tensor) -> tuple[float, float]:
+    def err_and_ess(self, q: torch.Tensor, g: torch.Tensor | None = None) -> tuple[float, float]:
         """Err(q) against 1/L (as :func:`err`: the mean over the features with positive weight) and the effective
-        sample size ``1 / sum q_i^2`` of a probability vector ``q``."""
-        joint = self.ft @ (q[:, None] * self.one_hot)  # (d, L): sum_i q_i F_ij 1{y_i=y}
-        mass = joint.sum(dim=1)
+        sample size ``1 / sum q_i^2`` of a probability vector ``q``. ``g``: ``F^T (q o C)`` when already computed
+        (the last evaluation's, :attr:`last`); then ``q(y|F_j=1) - 1/L = g_jy / mass_j`` costs one sparse
+        matrix-vector product for the masses."""
+        if g is None:
+            g = self.ft @ (q[:, None] * self.c)
+        mass = self.ft @ q  # (d,): sum_i q_i F_ij
         present = mass > 0
-        gap = joint[present] / mass[present, None] - 1.0 / self.c.shape[1]
+        gap = g[present] / mass[present, None]
         return (float(gap.abs().mean()) if gap.numel() else math.nan), float(1.0 / torch.dot(q, q))
 
     def raw(self, q: torch.Tensor) -> float:
@@ -377,6 +380,7 @@ class _Objective:
         value = (g * g).sum() / self.scale
         dq = 2.0 / self.scale * ((self.f @ g) * self.c).sum(dim=1)
         dz = q * (dq - torch.dot(q, dq))
+        self.last = (q, g)
         return value, dz
 
 
@@ -537,9 +541,11 @@ def solve_weights(
             opt.zero_grad(set_to_none=True)
             closure()
             opt.step()
-        current = float(closure())  # the objective at the new point (a cache hit after an LBFGS line search)
+        # the objective at the new point (a cache hit after an LBFGS line search); either way the objective's last
+        # evaluation is then at the new point, and its q and F^T (q o C) give Err(q)
+        current = float(closure())
         with torch.no_grad():
-            err_q, ess = objective.err_and_ess(torch.softmax(z, dim=0))
+            err_q, ess = objective.err_and_ess(*objective.last)
         if ess >= floor and not math.isnan(err_q) and (best is None or err_q < best[0]):
             best = (err_q, step, z.detach().clone())
         elapsed = time.perf_counter() - start
