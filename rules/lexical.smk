@@ -45,7 +45,8 @@ rule lexical_reweight:
         mem_mb=16000,
         runtime=60,
     params:
-        reweight=canonical(config["lexical"]["reweight"]) if LEXICAL else None,
+        settings=rule_settings(lambda w: LEXICAL["reweight"]),
+        result_settings=rule_result_settings(lambda w: LEXICAL["reweight"]),
     script:
         "../workflow_scripts/lexical/reweight.py"
 

@@ -160,7 +160,8 @@ rule spurious_icl:
 
 
 rule spurious_report:
-    """Spurious gaps per feature and per category (mean and spread over seeds), the App. E sizes, Fig. 1 and Fig. 2."""
+    """Spurious gaps per feature and per category (mean and spread over seeds), the App. E sizes, Figs. 1, 2 (the
+    fine-tuning methods) and 3 (in-context learning)."""
     input:
         unpack(spurious_report_inputs),
     output:
@@ -194,6 +195,12 @@ rule spurious_report:
             category="SpuriousBench",
         ),
         figure2_svg="results/report/spurious/figure2.svg",
+        figure3_png=report(
+            "results/report/spurious/figure3.png",
+            caption="../report/spurious_figure3.rst",
+            category="SpuriousBench",
+        ),
+        figure3_svg="results/report/spurious/figure3.svg",
     log:
         "results/logs/spurious/report.log",
     conda:

@@ -13,6 +13,8 @@ SPURIOUS_REPORT = [
     "figure1.svg",
     "figure2.png",
     "figure2.svg",
+    "figure3.png",
+    "figure3.svg",
 ]
 
 

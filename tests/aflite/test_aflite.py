@@ -11,25 +11,61 @@ from sklearn.linear_model import LogisticRegression
 from spurious.aflite import filtering as aflite
 
 
-def _blobs(n=120, d=5, seed=0):
+def _blobs(n=120, d=5, seed=0, n_classes=3):
     rng = np.random.default_rng(seed)
-    y = rng.integers(0, 3, size=n)
+    y = rng.integers(0, n_classes, size=n)
     x = rng.normal(size=(n, d)) + y[:, None] * 0.8
     return x, y
 
 
-def test_batched_logistic_regression_is_scikit_learns():
-    x, y = _blobs()
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("C", [0.5, 2.0])
+def test_batched_logistic_regression_is_scikit_learns_at_the_stated_C(n_classes, C):
+    # two labels: scikit-learn fits one logit with penalty ½‖w‖²; ours is a two-column softmax whose weight
+    # difference W1 − W0 must be that w at the same C (a plain ½‖W‖² penalty would give scikit-learn's fit at 2C)
+    x, y = _blobs(n_classes=n_classes)
     rows = np.stack([np.arange(0, 80), np.arange(40, 120)])
-    masks = np.zeros((2, len(y)), dtype=bool)
-    np.put_along_axis(masks, rows, True, axis=1)
     w, b = aflite.fit_logistic_batched(
-        torch.tensor(x), torch.tensor(y), torch.tensor(rows), 3, C=0.5, max_iter=500, tol=1e-10
+        torch.tensor(x), torch.tensor(y), torch.tensor(rows), n_classes, C=C, max_iter=500, tol=1e-10
     )
     for j in range(2):
-        ref = LogisticRegression(C=0.5, tol=1e-10, max_iter=5000).fit(x[masks[j]], y[masks[j]])
+        ref = LogisticRegression(C=C, tol=1e-10, max_iter=5000).fit(x[rows[j]], y[rows[j]])
+        weights, intercepts = w[j].numpy(), b[j].numpy()
+        if n_classes == 2:
+            np.testing.assert_allclose(weights[:, 1] - weights[:, 0], ref.coef_[0], atol=1e-4)
+            np.testing.assert_allclose(intercepts[1] - intercepts[0], ref.intercept_[0], atol=1e-4)
+        else:  # multinomial: the intercepts are unique up to a common shift
+            np.testing.assert_allclose(weights.T, ref.coef_, atol=1e-4)
+            np.testing.assert_allclose(intercepts - intercepts.mean(), ref.intercept_ - ref.intercept_.mean(), atol=1e-4)
         ours = torch.softmax(torch.tensor(x) @ w[j] + b[j], dim=-1).numpy()
         np.testing.assert_allclose(ours, ref.predict_proba(x), atol=1e-4)
+
+
+@pytest.mark.parametrize("n_classes", [2, 3])
+@pytest.mark.parametrize("C", [0.5, 2.0])
+def test_predictability_scores_are_scikit_learns_but_on_the_boundary(n_classes, C):
+    # the scores at the pipeline's own tolerance against scikit-learn fitted (tightly) on the same partitions: an
+    # instance may differ only when some partition's scikit-learn fit puts it on its decision boundary
+    rng = np.random.default_rng(n_classes)
+    n, m, t = 300, 16, 100
+    y = rng.integers(0, n_classes, size=n)
+    x = (rng.normal(size=(n, 8)) + 0.5 * y[:, None]).astype(np.float32)
+    scores = aflite.predictability_scores(x, y, m=m, t=t, seed=5, C=C, device="cpu")
+    draw = np.random.default_rng(5)  # the partitions, redrawn as predictability_scores draws them
+    correct, count, margin = np.zeros(n), np.zeros(n), np.full(n, np.inf)
+    for _ in range(m):
+        train = draw.choice(n, size=t, replace=False)
+        held = np.setdiff1d(np.arange(n), train)
+        ref = LogisticRegression(C=C, tol=1e-10, max_iter=5000).fit(x[train], y[train])
+        decision = ref.decision_function(x[held])
+        top2 = np.sort(decision, axis=1)[:, -2:] if n_classes > 2 else None
+        margin[held] = np.minimum(margin[held], np.abs(decision) if top2 is None else top2[:, 1] - top2[:, 0])
+        correct[held] += ref.predict(x[held]) == y[held]
+        count[held] += 1
+    expected = np.where(count > 0, correct / np.maximum(count, 1), np.nan)
+    differ = ~np.isclose(np.nan_to_num(expected, nan=-1.0), np.nan_to_num(scores.predictability, nan=-1.0))
+    assert np.array_equal(np.isnan(expected), np.isnan(scores.predictability))
+    assert differ.sum() <= 3 and (margin[differ] < 1e-3).all(), (differ.sum(), margin[differ])
 
 
 def test_scores_come_from_held_out_predictions_only():
@@ -100,6 +136,23 @@ def test_stops_when_fewer_than_k_reach_tau_and_is_reproducible():
         x, y, n=300, m=16, t=150, k=40, tau=0.75, seed=3, selection="sample", device="cpu", log_fn=lambda _: None
     )
     assert len(sampled.kept) <= 300 and "n = 300" in sampled.stopped
+
+
+def test_each_iteration_removes_the_top_k_of_its_own_scores_on_what_is_left():
+    # Algorithm 1 re-derived around its two parts: iteration i scores the instances still in S (partitions seeded
+    # seed * 1_000_003 + i), removes the k highest p̃ >= τ (ties by position), and the next iteration scores the rest
+    x, y = _known_bias()
+    result = aflite.aflite(x, y, n=200, m=8, t=100, k=30, tau=0.75, seed=4, device="cpu", log_fn=lambda _: None)
+    remaining = np.arange(len(y))
+    for i, record in enumerate(result.iterations):
+        p = aflite.predictability_scores(x[remaining], y[remaining], m=8, t=100, seed=4 * 1_000_003 + i, device="cpu").predictability
+        np.testing.assert_array_equal(result.scores[i][remaining], p)
+        eligible = [j for j in range(len(p)) if p[j] >= 0.75]  # NaN compares False
+        top = sorted(sorted(eligible, key=lambda j: (-p[j], j))[: record["slice"]])
+        assert record["removed_positions"] == remaining[top].tolist() and record["size_before"] == len(remaining)
+        remaining = np.delete(remaining, top)
+    np.testing.assert_array_equal(result.kept, remaining)
+    assert len(result.iterations) >= 2
 
 
 def test_bad_arguments_are_named():

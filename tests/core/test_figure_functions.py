@@ -283,7 +283,7 @@ def _sb_real() -> list[dict]:
 
 
 def _sb_icl_on_one_dataset() -> list[dict]:
-    """Finetuning on SST-2 and MNLI, in-context learning on SST-2 only: the ICL row's MNLI panel has no bars."""
+    """Finetuning on SST-2 and MNLI, in-context learning on SST-2 only: Figure 3 has no MNLI panel."""
     from tests.spuriousbench.test_spuriousbench_report import ICL_FIG4
 
     feats = ["punctuation:exclamation", "adverb:very"]
@@ -459,6 +459,11 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
         "in-context learning on one dataset": lambda: _sb("figure2", _sb_icl_on_one_dataset()),
         "names": lambda: _sb("figure2", _sb_named()),
     },
+    "spurious.spuriousbench.report.figure3": {
+        "in-context learning on one dataset": lambda: _sb("figure3", _sb_icl_on_one_dataset()),
+        "no in-context results": lambda: _sb("figure3", _sb_real()),
+        "names": lambda: _sb("figure3", [dict(r, method="icl") for r in _sb_named() if r["method"] == "finetune"]),
+    },
     "spurious.lexical.report.figure2": {
         "SNLI and MNLI": lambda: _lexical(_lexical_real()),
         "no features": lambda: _lexical({"snli": _balances([])}),
@@ -612,15 +617,20 @@ def test_a_panel_without_a_threshold_says_why_and_bias_labels_carry_their_unit(t
                                                                                for t in _texts(fig)]
 
 
-def test_spuriousbench_figure2_empty_panel_zero_bars_and_upright_labels(tmp_path):
-    """A panel without bars showed an empty 0-1 axis, like a gap of 0; feature names stood at 90° even when a few
-    short ones fit side by side."""
-    (fig,) = draw("spurious.spuriousbench.report.figure2", "in-context learning on one dataset", tmp_path)
+def test_spuriousbench_figures_2_and_3_have_no_empty_panel_zero_bars_and_upright_labels(tmp_path):
+    """Figure 2 drew a panel per (model with several methods, dataset), in-context models included, with empty
+    panels where a model had no results ("no bars: no results of icl ..."); feature names stood at 90° even when a
+    few short ones fit side by side. Now the fine-tuning methods and the in-context models are separate figures
+    with panels only for what ran, and what is left out is named under them."""
+    (fig,) = draw("spurious.spuriousbench.report.figure3", "in-context learning on one dataset", tmp_path)
     assert figures.check_figure(fig) == []
-    sst2, mnli = fig.axes
-    assert any(t.startswith("no bars: no results of icl") for t in _texts(fig))
-    assert mnli.get_xticks().size == 0 and mnli.get_yticks().size == 0  # no empty axis
+    (sst2,) = fig.axes  # no MNLI panel: it has no in-context results
+    assert "Not drawn: mnli (no in-context runs)" in fig._supxlabel.get_text()
     assert all(t.get_rotation() == 0 for t in sst2.get_xticklabels())  # "exclamation", "very": side by side
+    (fig,) = draw("spurious.spuriousbench.report.figure2", "in-context learning on one dataset", tmp_path)
+    assert len(fig.axes) == 2 and "in-context learning (Figure 3)" in fig._supxlabel.get_text()
+    (fig,) = draw("spurious.spuriousbench.report.figure3", "no in-context results", tmp_path)
+    assert any(t.startswith("no in-context results") for t in _texts(fig))
     # a gap of exactly 0 is a visible line at 0
     from spurious.spuriousbench import report as rep
 

@@ -159,13 +159,15 @@ CONTRACT_NAMES = {
         "feature_matrix zscore_table top_features associated_labels usual_unusual log_hypergeom_sf permutation_test "
         "correct_predictions model_bias_test bigram_matrix sample_bigrams"
     ),
-    "spurious.lexical.reweight": "select_features solve_weights ReweightResult err label_balance read_weights",
+    "spurious.lexical.reweight": (
+        "select_features solve_weights ReweightResult ReweightCollapse err label_balance read_weights"
+    ),
     "spurious.spuriousbench.icl": "draw_demonstrations ICLTemplate PAPER_TEMPLATES template_for predict_icl",
     "spurious.spuriousbench.construction": (
         "FEATURES SST2_FEATURES MNLI_FEATURES has_feature can_insert insert construct_split construct_test "
         "spurious_gap sst2_pools mnli_pools build_suite balance_supporting_counter write_split read_split"
     ),
-    "spurious.spuriousbench.report": "gap_table category_table sizes_table figure1 figure2 summary_lines",
+    "spurious.spuriousbench.report": "gap_table category_table sizes_table figure1 figure2 figure3 summary_lines",
     "spurious.spuriousbench.config": "config_problems",
     "spurious.aflite.filtering": (
         "fit_logistic_batched predictability_scores Scores select_greedy select_sample aflite AFLiteResult"

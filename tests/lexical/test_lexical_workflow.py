@@ -130,6 +130,15 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
     features = matrix[:, sel.columns]
     assert summary["err_q"] == pytest.approx(reweight.err(features, train["label"].to_numpy(), 2, weights["q"].to_numpy()))
     assert summary["err_q"] < summary["err_uniform"]
+    # the returned q is an iterate of the solve above the effective-size floor, and the summary says which and why
+    q = weights["q"].to_numpy()
+    assert summary["effective_sample_size"] == pytest.approx(1.0 / np.sum(q**2))
+    assert summary["effective_sample_size"] >= summary["min_effective_sample_size"] == pytest.approx(0.1 * len(train))
+    assert 1 <= summary["chosen_step"] <= summary["steps"] and summary["selection"].startswith(f"step {summary['chosen_step']}")
+    assert summary["stopped"] and summary["final_iterate"]["step"] == summary["steps"]
+    objective = pd.read_csv(res / "lexical/qnli/reweight/objective.csv")
+    assert objective["step"].tolist() == list(range(summary["steps"] + 1))
+    assert objective.loc[summary["chosen_step"], "err"] == pytest.approx(summary["err_q"])
 
     perm = json.loads((res / "lexical/qnli/permutation/minilm/q/seed0.json").read_text())
     preds = pd.read_parquet(res / "lexical/qnli/predictions/minilm/q/seed0.parquet")
@@ -241,6 +250,21 @@ def test_a_damaged_or_deleted_intermediate_is_rebuilt_as_the_message_advises(tin
     snakemake(work, "--cores", WORKFLOW_CORES, *command, "--configfile", str(cfg))
     pd.testing.assert_frame_equal(pd.read_parquet(predictions), before)  # rebuilt, the same predictions
     assert _pending(work, cfg) == {}
+def test_reweight_settings_rerun_it_only_when_they_can_change_q(tiny_lexical_run):
+    from spurious.core.config import result_settings
+
+    work, cfg = tiny_lexical_run
+    # the device is an execution setting, and instances is how min_count counted before min_count_unit existed:
+    # written out, they rerun nothing (the rule compares its result settings only)
+    changed = yaml.safe_load(cfg.read_text())
+    changed["lexical"]["reweight"].update(device="cpu", min_count_unit="instances")
+    path = cfg.with_name("tiny_same_reweight.yaml")
+    path.write_text(yaml.safe_dump(changed, sort_keys=False))
+    assert job_counts(snakemake(work, "-n", "--configfile", str(path)).stdout) == {}
+    # ... while the other reading of min_count is a result setting
+    settings = {"min_count": 5, "max_steps": 200, "min_ess_fraction": 0.1, "device": "cpu"}
+    assert result_settings({**settings, "min_count_unit": "instances"}) == result_settings(settings)
+    assert result_settings({**settings, "min_count_unit": "occurrences"})["min_count_unit"] == "occurrences"
 
 
 def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):

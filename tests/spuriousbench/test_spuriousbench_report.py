@@ -7,6 +7,7 @@ import math
 import pandas as pd
 import pytest
 
+from spurious.core import figures
 from spurious.spuriousbench import report as rep
 from spurious.thinktwice import report
 
@@ -232,11 +233,13 @@ def test_feature_label():
     assert rep.feature_label("noun:unknown_word") == "unknown word"
 
 
-def test_figure2_rows():
-    # only minilm has a method besides finetune: one row, its methods in METHODS order
-    assert rep.figure2_rows(METRICS) == [("BERT-base", [("minilm", "finetune"), ("minilm", "balanced")])]
+def test_figure2_panels():
+    # only minilm has a method besides finetune: one panel, its methods in METHODS order; scratch is named as left out
+    panels, left_out = rep.figure2_panels(METRICS)
+    assert panels == [("sst2", "BERT-base", [("minilm", "finetune"), ("minilm", "balanced")])]
+    assert left_out == ["BERT-random on sst2 (finetune only)"]
     finetuned = [m for m in METRICS if m["method"] == "finetune"]
-    assert rep.figure2_rows(finetuned) == [("finetune", [("minilm", "finetune"), ("scratch", "finetune")])]
+    assert rep.figure2_panels(finetuned) == ([("sst2", "finetune", [("minilm", "finetune"), ("scratch", "finetune")])], [])
 
 
 def written(png, svg) -> bool:
@@ -321,15 +324,18 @@ def test_icl_rows_are_labelled_with_realised_prevalence_and_strength(tmp_path):
     assert rep.ICL_CAPTION in categories.attrs["caption"]
     assert rep.ICL_CAPTION not in rep.gap_table(METRICS).attrs["caption"]  # no icl rows, no icl sentence
     assert f"sst2 GPT-3 (12B), Fig. 4 {FIG4_NOTE} [p20] icl: gap % punctuation 10.0" in rep.summary_lines(metrics)[3]
-    rows = rep.figure2_rows(metrics)
-    assert [title for title, _ in rows] == [
-        "BERT-base",
-        f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}",
-        f"GPT-3 (12B) {SEC51_NOTE}",
-    ]
-    titles = rep.figure2(metrics, tmp_path / "f2.png", tmp_path / "f2.svg")
-    assert titles[1] == f"sst2: GPT-3 (12B), Fig. 4\n{FIG4_NOTE}"
-    assert written(tmp_path / "f2.png", tmp_path / "f2.svg")
+    # Figure 2 draws the fine-tuning methods and names the in-context runs as left out; Figure 3 draws those, one
+    # panel per dataset, a bar per model, the legend naming each model's demonstrations
+    panels, left_out = rep.figure2_panels(metrics)
+    assert [title for _, title, _ in panels] == ["BERT-base"] and left_out[-1] == "in-context learning (Figure 3)"
+    panels, left_out = rep.figure3_panels(metrics)
+    assert panels == [("sst2", "in-context learning", [("p20", "icl"), ("p50", "icl")])]
+    assert left_out == ["the fine-tuned models (Figures 1 and 2)"]
+    with figures.capture_figures() as captured:
+        titles = rep.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
+    assert titles == ["sst2: in-context learning"] and written(tmp_path / "f3.png", tmp_path / "f3.svg")
+    legend = [t.get_text() for t in captured[0].legends[0].get_texts()]
+    assert legend == [f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}", f"GPT-3 (12B) {SEC51_NOTE}"]
 
 
 def test_icl_annotation():
@@ -345,3 +351,60 @@ def test_icl_annotation():
     # an icl record without the mapping (older metrics) keeps the plain label
     bare = [{k: v for k, v in r.items() if k != "icl"} for r in ICL_51]
     assert row(rep.gap_table(bare), model="p50")["label"] == "GPT-3 (12B)"
+
+
+def paper_layout_metrics() -> list[dict]:
+    """One record per run of configs/paper-spurious.yaml, as spurious_report gets them: every dataset's trained
+    features x its models x their methods x seeds."""
+    import yaml
+
+    from spurious.core.config import validate_config
+    from tests.conftest import REPO
+
+    cfg = yaml.safe_load((REPO / "configs" / "paper-spurious.yaml").read_text())
+    bench = validate_config(cfg)["spuriousbench"]
+    out = []
+    for dataset, spec in bench["datasets"].items():
+        for k, feature in enumerate(spec["train_features"]):
+            for model in spec["models"]:
+                settings = bench["models"][model]
+                for method in settings["methods"]:
+                    for seed in settings["seeds"]:
+                        r = dict(record("minilm", method, feature, seed, 0.05 * (k % 7) + 0.02 * seed), dataset=dataset,
+                                 model=model, paper_name=settings["paper_name"])  # fmt: skip
+                        if method == "icl":
+                            icl = settings["icl"]
+                            rows = round(icl["prevalence"] * icl["shots"])
+                            r["icl"] = {"shots": icl["shots"], "prevalence": icl["prevalence"],
+                                        "strength": icl["strength"], "realised_prevalence": rows / icl["shots"],
+                                        "realised_strength": round(icl["strength"] * rows) / rows}  # fmt: skip
+                        out.append(r)
+    return out
+
+
+def test_figures_2_and_3_lay_out_the_paper_config_as_the_paper(tmp_path):
+    # The paper config runs BERT-base with four methods on SST-2 and MNLI, BERT-large and BERT-random fine-tuned
+    # there, BERT-base fine-tuned on sst2_negative (App. D), five in-context models on SST-2 and three on MNLI. Its
+    # Figure 2 was 17 panels in one column (858 x 7,365 px), 8 of them empty: the paper's Fig. 2 is BERT-base's
+    # methods on SST-2 and MNLI, its Fig. 3 the in-context results. (The rehearsal, `make rehearse-spurious`, draws
+    # the same panels at its sizes under the figure check.)
+    from matplotlib.container import BarContainer
+
+    metrics = paper_layout_metrics()
+    with figures.capture_figures(write=False) as captured:
+        two = rep.figure2(metrics, tmp_path / "f2.png", tmp_path / "f2.svg")
+        three = rep.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
+    assert two == ["sst2: BERT-base (bert_base)", "mnli: BERT-base (bert_base)"]
+    assert three == ["sst2: in-context learning", "mnli: in-context learning"]
+    _, left_out = rep.figure2_panels(metrics)
+    assert left_out == ["BERT-large on sst2 and mnli (finetune only)", "BERT-random on sst2 and mnli (finetune only)",
+                        "BERT-base (bert_base_negative) on sst2_negative (finetune only)",
+                        "in-context learning (Figure 3)"]  # fmt: skip
+    assert rep.figure3_panels(metrics)[1] == ["sst2_negative (no in-context runs)",
+                                              "the fine-tuned models (Figures 1 and 2)"]  # fmt: skip
+    for fig, n_bars in zip(captured, ([4, 4], [5, 3]), strict=True):
+        width, height = fig.get_size_inches()
+        assert figures.check_figure(fig) == [] and width <= figures.MAX_WIDTH_IN and height <= 1.5 * width
+        assert [sum(isinstance(c, BarContainer) for c in ax.containers) for ax in fig.axes] == n_bars
+        assert all(ax.patches for ax in fig.axes)  # no empty panel
+        assert "Not drawn: " in fig._supxlabel.get_text()

@@ -172,7 +172,8 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     # every built feature, trained or not: App. E sizes
     assert sizes["feature"].tolist() == ["punctuation:exclamation", "prefix:my_thought", "determiner:a"]  # Table 1 order
     assert sizes["train"].tolist() == [100] * 3 and (sizes["train strength"] == 90.0).all()
-    for name in ("figure1.png", "figure1.svg", "figure2.png", "figure2.svg", "sizes.md", "categories.md"):
+    for name in ("figure1.png", "figure1.svg", "figure2.png", "figure2.svg", "figure3.png", "figure3.svg", "sizes.md",
+                 "categories.md"):
         assert (tiny_run / "report/spurious" / name).stat().st_size > 0
 
 

@@ -403,6 +403,33 @@ def test_creg_default_matches_loop_reference(span_batch):
     assert 0 < stats["beta"] <= 0.2
 
 
+@pytest.mark.parametrize("scale", [0.2, 1.0])
+def test_creg_gradients_are_the_student_minus_the_smoothed_teacher(span_batch, scale):
+    # Utama et al.'s loss per row and side is -Σ_j S_j log softmax(z)_j with Σ_j S_j = 1 and S independent of z, so
+    # its gradient in z_j is softmax(z)_j - S_j over the valid positions and 0 elsewhere; the total averages the B
+    # rows and the two sides: d loss / d z_start[b, j] = (p_j - S_j) / (2 B). Derived here, not from the code.
+    d = span_batch
+    start, end = (torch.tensor(d[side], dtype=torch.float64, requires_grad=True) for side in ("start", "end"))
+    loss, _ = confidence_regularization_loss(
+        start, end, _t(d["gold_start"], torch.long), _t(d["gold_end"], torch.long),
+        *(torch.tensor(d[k], dtype=torch.float64) for k in ("teacher_start", "teacher_end", "bias_start", "bias_end")),
+        valid_mask=_t(d["mask"], torch.bool), scale=scale,
+    )  # fmt: skip
+    loss.backward()
+    for side, logits in (("start", start), ("end", end)):
+        expected = np.zeros((2, 5))
+        for b in range(2):
+            pos = _valid_positions(d["mask"], b)
+            p_student = _softmax_over(d[side][b], pos)
+            p_teacher = _softmax_over(d[f"teacher_{side}"][b], pos)
+            beta = scale * _softmax_over(d[f"bias_{side}"][b], pos)[d[f"gold_{side}"][b]]
+            powered = {j: p_teacher[j] ** (1 - beta) for j in pos}
+            for j in pos:
+                expected[b, j] = (p_student[j] - powered[j] / sum(powered.values())) / (2 * 2)
+        # the loss forms its softmaxes in float32 (masked_log_softmax): float32 rounding, measured up to 1.7e-8
+        np.testing.assert_allclose(logits.grad.numpy(), expected, rtol=0, atol=5e-8)
+
+
 def test_creg_scale_zero_is_plain_distillation(span_batch):
     # β = 0: S = p_T, so the loss is the soft-target cross-entropy with the teacher's (masked) softmax
     d = span_batch

@@ -1,4 +1,4 @@
-"""Adapter: SpuriousBench tables (gaps per feature and per category, App. E sizes) and Fig. 1 / Fig. 2."""
+"""Adapter: SpuriousBench tables (gaps per feature and per category, App. E sizes) and Figs. 1, 2 and 3."""
 
 from typing import TYPE_CHECKING
 
@@ -47,4 +47,5 @@ for line in rep.summary_lines(metrics):
     log.info("%s", line)
 rep.figure1(metrics, snakemake.output.figure1_png, snakemake.output.figure1_svg)
 rep.figure2(metrics, snakemake.output.figure2_png, snakemake.output.figure2_svg)
+rep.figure3(metrics, snakemake.output.figure3_png, snakemake.output.figure3_svg)
 provenance.write_job(snakemake)  # what produced it, beside the first output

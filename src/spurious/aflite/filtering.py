@@ -12,10 +12,11 @@ Algorithm 1 of the paper, on pre-computed representations Φ(X):
   n is cut to |S| − n, so a run that reaches n ends at exactly n (the paper's "target dataset size": App. A.5 fixes
   n = 182K for SNLI's out-of-distribution models, and Table 1 calls that set "size 182k").
 
-The ``m`` classifiers of one iteration are fitted together: a batched multinomial logistic regression in torch
-(GPU when present), whose objective is scikit-learn's ``LogisticRegression`` (L2 penalty ½‖W‖² on the weights, not
-the intercept, plus ``C`` × the summed cross-entropy), minimised by L-BFGS. The classifiers are independent, so
-minimising the sum of their objectives fits each one.
+The ``m`` classifiers of one iteration are fitted together: a batched softmax logistic regression in torch (GPU
+when present) whose objective is scikit-learn's ``LogisticRegression(C=C)`` for every number of labels (L2 penalty
+on the weights, not the intercept, plus ``C`` × the summed cross-entropy; :func:`fit_logistic_batched` derives the
+two-label case), minimised by L-BFGS. The classifiers are independent, so minimising the sum of their objectives fits
+each one.
 """
 
 from __future__ import annotations
@@ -52,9 +53,23 @@ def fit_logistic_batched(
     tol: float = 1e-6,
     chunk: int | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
-    """Fit one multinomial logistic regression per row of ``train_rows`` ([m, t] indices into ``features`` [n, d]).
+    """Fit one logistic regression per row of ``train_rows`` ([m, t] indices into ``features`` [n, d]), each equal
+    to scikit-learn's ``LogisticRegression(C=C)`` fitted on the same rows.
 
-    Objective per classifier: ``½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` (scikit-learn's).
+    The model is a softmax over ``n_classes`` columns, ``p(y | x) = softmax(x W + b)``, and the objective per
+    classifier is ``λ · ½‖W‖² + C · Σ_{i in its training part} CE(x_i W + b, y_i)`` with
+
+    * ``λ = 1`` for three or more labels: scikit-learn's multinomial objective (``½‖W‖²_F``; the intercepts are not
+      penalised, and are unique only up to a common shift, which no prediction sees);
+    * ``λ = 2`` for two labels. scikit-learn fits two labels with a single logit ``x w + b`` and the penalty
+      ``½‖w‖²``. A two-column softmax depends on its columns only through ``w = W₁ − W₀`` (and ``b = b₁ − b₀``),
+      and of all ``W`` with the same difference the penalty is smallest at ``W₀ = −w/2, W₁ = w/2``, where
+      ``½‖W‖² = ½(‖w‖²/4 + ‖w‖²/4) = ¼‖w‖²``: with ``λ = 1`` the two-column fit is the one-logit fit at penalty
+      ``¼‖w‖²``, i.e. scikit-learn's at ``2C`` (half the stated regularisation). With ``λ = 2`` it is
+      ``½‖w‖² + C · Σ log(1 + exp(∓(x w + b)))``, scikit-learn's at ``C``, with ``coef_ = W₁ − W₀`` (tested against
+      scikit-learn for two and three labels at several C). The softmax with the penalty scaled is kept rather than a
+      separate one-logit path so that one code path (and one chunking) fits every label count.
+
     The training rows are gathered once ([m, t, d]), so an evaluation costs m·t·d, not m·n·d.
 
     ``chunk``: when the gather of all m training parts would not fit in memory, the objective is evaluated over
@@ -73,6 +88,7 @@ def fit_logistic_batched(
     weight = torch.zeros(m, d, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
     bias = torch.zeros(m, n_classes, dtype=features.dtype, device=features.device, requires_grad=True)
     scale = 1.0 / t  # an O(1) objective for L-BFGS whatever t is
+    penalty = 2.0 if n_classes == 2 else 1.0  # λ: scikit-learn's C for two labels too (docstring)
 
     def chunk_objective(lo: int) -> torch.Tensor:
         """Each classifier's objective in [lo, lo + size), scaled: a vector, so that the total below sums the same
@@ -81,7 +97,7 @@ def fit_logistic_batched(
         x = gathered if gathered is not None else features[train_rows[lo:hi]]
         logits = torch.bmm(x, weight[lo:hi]) + bias[lo:hi, None, :]
         ce = -(one_hot[lo:hi] * torch.log_softmax(logits, dim=-1)).sum(dim=(1, 2))
-        return scale * (0.5 * (weight[lo:hi] ** 2).sum(dim=(1, 2)) + C * ce)
+        return scale * (0.5 * penalty * (weight[lo:hi] ** 2).sum(dim=(1, 2)) + C * ce)
 
     optimizer = torch.optim.LBFGS(
         [weight, bias], lr=1.0, max_iter=max_iter, tolerance_grad=tol, tolerance_change=tol * 1e-3,
@@ -268,6 +284,10 @@ def aflite(
             "n": n, "m": m, "t": t, "k": k, "tau": tau, "seed": seed, "selection": selection, "C": C,
             "max_iter": max_iter, "data_sha256": _data_sha256(x, y),
         }
+        if n_classes == 2:
+            # iterations saved before two-label fits matched scikit-learn's C (they were fitted at 2C) lack this
+            # key, so they are refused rather than resumed
+            fingerprint["two_label_fit"] = "scikit-learn C"
         state = _IterationState(Path(state_dir), fingerprint)
         for record, full in state.load():
             result.iterations.append(record)

@@ -29,7 +29,8 @@ RUNTIME_SETTINGS = frozenset(
 #: At that value a setting is left out of the result settings (the rerun decisions, checkpoint folders and training
 #: fingerprints), so that its arrival reruns no finished job and leaves every checkpoint resumable. ``attention``:
 #: packed training has no dropout on the attention probabilities (spurious.core.packing), padded is the old path.
-NEUTRAL_DEFAULTS: dict[str, Any] = {"attention": "padded"}
+#: ``min_count_unit`` (lexical.reweight): instances is how min_count always counted, occurrences the other reading.
+NEUTRAL_DEFAULTS: dict[str, Any] = {"attention": "padded", "min_count_unit": "instances"}
 _UNSET = object()
 
 

@@ -112,6 +112,8 @@ def table1(
                 "Err(uniform)": errs.pop("Err(uniform)"),
                 "Err(q)": errs.pop("Err(q)"),
                 **errs,
+                "effective size": s["effective_sample_size"],
+                "step": s["chosen_step"],
                 "converged": s["converged"],
                 "steps": s["steps"],
                 f"|D|{PAPER_SUFFIX}": paper[0] if paper else None,
@@ -123,8 +125,10 @@ def table1(
     df = pd.DataFrame(rows)
     df.attrs["caption"] = (
         "Table 1: Err = mean over features j and labels y of |q(y | F_j=1) − t_y|, for uniform weights and for the "
-        "reweighting q (features: types in at least min_count training instances and in every label). Lower is "
-        "better. " + _err_caption(err_target)
+        "reweighting q (features: types counted at least min_count times in training and present in every label). "
+        "Lower is better. q is the iterate (step) of the solve with the lowest Err(q) among those whose effective "
+        "sample size 1 / Σ q_i² (effective size) is at least lexical.reweight.min_ess_fraction of |D|; converged and "
+        "steps describe the solve. " + _err_caption(err_target)
     )
     return df
 

@@ -17,6 +17,14 @@ point in ``z`` is a global minimum of the objective over the open simplex. Multi
 feature by its squared weighted frequency: frequent features dominate, rare features are balanced last (and the
 quality measure :func:`err` weights all features equally, which is why it need not fall to zero).
 
+The multiplied-out objective has a degenerate zero the ratio form (Eq. 1) does not: it is also 0 when the features'
+total weight ``sum_i q_i F_ij`` goes to 0. Two instances with the same features and opposite labels balance every
+feature they contain, and the rest of the features vanish when the other instances' weights do: q = (1/2, 1/2) on
+that pair is a global minimum whose Err (measured on the remaining, almost weightless, instances) can be worse than
+uniform, and whose effective sample size ``1 / sum_i q_i^2`` is 2. :func:`solve_weights` therefore keeps the paper's
+objective and optimizer but returns the iterate with the lowest Err(q) among those whose effective sample size is at
+least ``min_ess_fraction`` of ``n``, and fails when no iterate is (:class:`ReweightCollapse`).
+
 Quality is measured as ``Err(q) = 1/(d L) sum_j sum_y |q(y|F_j=1) - 1/L|`` (:func:`err`; the tables' captions
 compare with the overall label distribution instead, ``target="label_distribution"``); the per-feature *label
 balance* of the paper's Fig. 2 is ``mean_y |q(y|F_j=1) - q(y)|`` with ``q(y)`` the weighted label distribution
@@ -47,6 +55,17 @@ from spurious.core.io import align_to_ids
 
 OPTIMIZERS = ("lbfgs", "adam")
 """Optimizers accepted by :func:`solve_weights`; the first is the default (see :func:`solve_weights` for why)."""
+MIN_COUNT_UNITS = ("instances", "occurrences")
+"""What :func:`select_features`'s ``min_count`` counts: the instances containing a type (the default) or its
+occurrences, repeats included (the paper's "types that appeared at least 100 times" reads either way)."""
+MIN_ESS_FRACTION = 0.1
+"""The default floor of :func:`solve_weights` on the effective sample size ``1 / sum q_i^2`` of the q it returns, as
+a fraction of the instances: the weighted training set must carry at least the statistical weight of a uniform random
+tenth of itself (docs/stubborn-lexical-bias.md argues the value)."""
+
+
+class ReweightCollapse(ValueError):
+    """No iterate of :func:`solve_weights` keeps the effective sample size at or above its floor."""
 
 
 # --------------------------------------------------------------------------------------------------------------------
@@ -216,20 +235,35 @@ class FeatureSelection:
 
 
 def select_features(
-    features: Any, labels: Any, n_labels: int, vocabulary: Sequence[str], min_count: int = 100
+    features: Any,
+    labels: Any,
+    n_labels: int,
+    vocabulary: Sequence[str],
+    min_count: int = 100,
+    *,
+    unit: str = "instances",
 ) -> FeatureSelection:
-    """Keep the features present in at least ``min_count`` instances and in at least one instance of every label.
+    """Keep the features counted at least ``min_count`` times and present in at least one instance of every label.
 
-    Counts are instance counts (presence), not token counts: a word repeated in one instance counts once, as in the
-    paper's definition of ``F_j``.
+    ``unit="instances"`` (default) counts the instances that contain the feature (presence: a word repeated in one
+    instance counts once, as in the paper's definition of ``F_j``); ``unit="occurrences"`` counts its occurrences,
+    repeats included, from the values of ``features``, which must then be counts (``feature_matrix(...,
+    counting="tokens")``). The paper's "types that appeared at least 100 times" reads either way.
     """
+    if unit not in MIN_COUNT_UNITS:
+        raise ValueError(f"unit must be one of {MIN_COUNT_UNITS}, got {unit!r}")
     presence, y, n_labels, _ = _prepare(features, labels, n_labels)
     d = presence.shape[1]
     if len(vocabulary) != d:
         raise ValueError(f"vocabulary has {len(vocabulary)} entries but features has {d} columns")
     if isinstance(min_count, bool) or not isinstance(min_count, int | np.integer) or min_count < 1:
         raise ValueError(f"min_count must be a positive integer, got {min_count!r}")
-    counts = np.asarray(presence.getnnz(axis=0))
+    if unit == "instances":
+        counts = np.asarray(presence.getnnz(axis=0))
+    else:
+        counts = np.asarray(sp.csr_matrix(features).sum(axis=0)).ravel()
+        if (counts < presence.getnnz(axis=0)).any():
+            raise ValueError("counting occurrences needs a count matrix (values >= 1 where a feature is present)")
     per_label = np.asarray(presence.T @ _one_hot(y, n_labels))  # (d, L) instance counts
     frequent = counts >= min_count
     has_all = (per_label > 0).all(axis=1)
@@ -251,10 +285,15 @@ def select_features(
 class ReweightResult:
     """Output of :func:`solve_weights`.
 
-    ``q``: the instance weights (float64, sum 1). ``history``: one row per optimizer step with ``step`` (1-based),
-    ``objective`` (the optimised, normalised objective ``objective(q) / objective(uniform)`` after the step),
-    ``objective_raw`` (``objective(q)`` itself), ``evaluations`` (objective/gradient evaluations so far) and
-    ``wall_time_s`` (seconds since the solver started). ``objective_raw_initial`` is ``objective(uniform)``.
+    ``q``: the instance weights (float64, sum 1) of the iterate ``chosen_step`` (0: the uniform start). ``history``:
+    one row per iterate, the uniform start (``step`` 0) first, then one per optimizer step, with ``step``,
+    ``objective`` (the optimised, normalised objective ``objective(q) / objective(uniform)``), ``objective_raw``
+    (``objective(q)`` itself), ``err`` (Err(q) against 1/L), ``ess`` (the effective sample size ``1 / sum q_i^2``),
+    ``evaluations`` (objective/gradient evaluations so far) and ``wall_time_s`` (seconds since the solver started).
+    ``objective_raw_initial`` is ``objective(uniform)``; ``steps`` the optimizer steps taken; ``stopped`` why the
+    solve stopped and ``selection`` why ``chosen_step`` was returned (sentences); ``err_uniform``, ``err`` and
+    ``ess`` the uniform start's Err and the returned q's Err and effective sample size; ``min_ess`` the floor;
+    ``q_final`` the last iterate (what the paper's procedure returns; equal to ``q`` when it was chosen).
     """
 
     q: np.ndarray
@@ -265,6 +304,14 @@ class ReweightResult:
     device: str
     optimizer: str = "lbfgs"
     objective_raw_initial: float = 0.0
+    chosen_step: int = 0
+    stopped: str = ""
+    selection: str = ""
+    err_uniform: float = math.nan
+    err: float = math.nan
+    ess: float = math.nan
+    min_ess: float = 0.0
+    q_final: np.ndarray | None = None
 
 
 def _pick_device(device: str) -> torch.device:
@@ -308,6 +355,19 @@ class _Objective:
         self.c = torch.from_numpy(_one_hot(labels, n_labels) - 1.0 / n_labels).to(device)
         self.scale = 1.0
         self.evaluations = 0
+        self.last: tuple[torch.Tensor, torch.Tensor] | None = None  # (q, F^T (q o C)) of the last evaluation
+
+    def err_and_ess(self, q: torch.Tensor, g: torch.Tensor | None = None) -> tuple[float, float]:
+        """Err(q) against 1/L (as :func:`err`: the mean over the features with positive weight) and the effective
+        sample size ``1 / sum q_i^2`` of a probability vector ``q``. ``g``: ``F^T (q o C)`` when already computed
+        (the last evaluation's, :attr:`last`); then ``q(y|F_j=1) - 1/L = g_jy / mass_j`` costs one sparse
+        matrix-vector product for the masses."""
+        if g is None:
+            g = self.ft @ (q[:, None] * self.c)
+        mass = self.ft @ q  # (d,): sum_i q_i F_ij
+        present = mass > 0
+        gap = g[present] / mass[present, None]
+        return (float(gap.abs().mean()) if gap.numel() else math.nan), float(1.0 / torch.dot(q, q))
 
     def raw(self, q: torch.Tensor) -> float:
         g = self.ft @ (q[:, None] * self.c)
@@ -320,6 +380,7 @@ class _Objective:
         value = (g * g).sum() / self.scale
         dq = 2.0 / self.scale * ((self.f @ g) * self.c).sum(dim=1)
         dz = q * (dq - torch.dot(q, dq))
+        self.last = (q, g)
         return value, dz
 
 
@@ -373,13 +434,16 @@ def solve_weights(
     max_steps: int = 500,
     tol: float = 1e-7,
     objective_tol: float = 1e-8,
+    min_ess_fraction: float = MIN_ESS_FRACTION,
     device: str = "auto",
     log: Callable[[str], None] | None = None,
     log_every: int = 10,
     optimizer: str = "lbfgs",
     lr: float | None = None,
 ) -> ReweightResult:
-    """Instance weights ``q = softmax(z)`` minimising the paper's objective (module docstring), from ``z = 0``.
+    """Instance weights ``q = softmax(z)``: the paper's objective (module docstring) minimised from ``z = 0``, and of
+    its iterates the one with the lowest Err(q) whose effective sample size ``1 / sum q_i^2`` is at least
+    ``min_ess_fraction · n``.
 
     The optimised (and logged) quantity is the *normalised objective* ``objective(q) / objective(uniform)``: it starts
     at 1, so ``tol`` means the same thing for any data set size (the raw objective is of order ``(count_j / n)^2``
@@ -394,7 +458,17 @@ def solve_weights(
       usual stop on real data, where the constraints cannot all hold). An increase, possible with Adam, is not
       convergence.
 
-    Otherwise the solver stops after ``max_steps`` steps with ``converged=False``.
+    Otherwise the solver stops after ``max_steps`` steps with ``converged=False``. ``stopped`` says which.
+
+    **Which iterate is returned.** The objective multiplies each constraint by its denominator (footnote 5), so it is
+    also 0 where the features' total weight vanishes: the solve can converge onto a handful of instances (on QNLI dev
+    at a minimum count of 5 it puts 1/2 on each of two instances with the same features and opposite labels, with
+    Err(q) above Err(uniform)). The paper's measure of a q is Err(q) (Table 1), so every iterate's Err(q) and
+    effective sample size are tracked (``history``), and ``q`` is the iterate (step ≥ 1) with the lowest Err(q) among
+    those whose effective sample size is at least ``min_ess_fraction · n`` (``selection`` says which and what the
+    lowest Err overall was). Without such an iterate the solve has collapsed within its first step:
+    :class:`ReweightCollapse`, naming the floor. ``min_ess_fraction=0`` returns the lowest-Err iterate whatever its
+    effective size; the final iterate is what the paper's procedure returns.
 
     ``optimizer="lbfgs"`` (default): ``torch.optim.LBFGS`` with a strong-Wolfe line search, one iteration per step.
     The problem is smooth, deterministic and badly conditioned (feature frequencies span three orders of magnitude),
@@ -408,9 +482,6 @@ def solve_weights(
     The features stay sparse (torch CSR on ``device``; the ``n x d`` matrix is never densified); computation is in
     float64. ``device="auto"`` takes CUDA when available. On CPU the same inputs give bit-identical ``q`` for the
     same thread count (tested); on CUDA the sparse products may differ in the last bits between runs.
-
-    L-BFGS may drive a few weights practically to 0 (in the benchmark ``n q_i`` < 1e-6 for 4 of 550,000 instances,
-    down to 1e-15): softmax weights only approach the simplex boundary, and the objective does not penalise that.
     """
     presence, y, n_labels, _ = _prepare(features, labels, n_labels)
     if isinstance(max_steps, bool) or not isinstance(max_steps, int | np.integer) or max_steps < 1:
@@ -418,33 +489,51 @@ def solve_weights(
     for name, value in (("tol", tol), ("objective_tol", objective_tol)):
         if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) or value < 0:
             raise ValueError(f"{name} must be a finite nonnegative number, got {value!r}")
+    if isinstance(min_ess_fraction, bool) or not isinstance(min_ess_fraction, int | float) or not (
+        0.0 <= min_ess_fraction <= 1.0
+    ):
+        raise ValueError(f"min_ess_fraction must be a number in [0, 1], got {min_ess_fraction!r}")
     if isinstance(log_every, bool) or not isinstance(log_every, int | np.integer) or log_every < 1:
         raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
     dev = _pick_device(device)
     n = presence.shape[0]
+    floor = min_ess_fraction * n
     emit = log or (lambda _msg: None)
 
     start = time.perf_counter()
     objective = _Objective(presence, y, n_labels, dev)
     uniform = torch.full((n,), 1.0 / n, dtype=torch.float64, device=dev)
     initial = objective.raw(uniform)
+    err_uniform, _ = objective.err_and_ess(uniform)
     emit(
         f"reweight: {n} instances, {presence.shape[1]} features, {n_labels} labels, {presence.nnz} nonzeros; "
-        f"{optimizer} on {dev}; objective(uniform) = {initial:.6g}; logging objective(q) / objective(uniform)"
+        f"{optimizer} on {dev}; objective(uniform) = {initial:.6g}, Err(uniform) = {err_uniform:.6g}; logging "
+        f"objective(q) / objective(uniform), Err(q) and the effective sample size (floor {floor:.1f})"
     )
+    history: list[dict[str, float]] = [
+        {"step": 0, "objective": 1.0, "objective_raw": initial, "err": err_uniform, "ess": float(n),
+         "evaluations": 0, "wall_time_s": time.perf_counter() - start}
+    ]  # fmt: skip
     if initial == 0.0:  # every constraint already holds: uniform weights are the solution
         emit("reweight: uniform weights already satisfy every constraint")
-        return ReweightResult(uniform.cpu().numpy(), [], True, 0, time.perf_counter() - start, str(dev), optimizer, 0.0)
+        history[0]["objective"] = 0.0
+        return ReweightResult(
+            uniform.cpu().numpy(), history, True, 0, time.perf_counter() - start, str(dev), optimizer, 0.0,
+            chosen_step=0, stopped="uniform weights already satisfy every constraint",
+            selection="uniform weights (nothing to reweight)", err_uniform=err_uniform, err=err_uniform,
+            ess=float(n), min_ess=floor, q_final=uniform.cpu().numpy(),
+        )  # fmt: skip
     objective.scale = initial
 
     z = torch.zeros(n, dtype=torch.float64, device=dev, requires_grad=True)
     opt = _make_optimizer(optimizer, z, lr)
     closure = _make_closure(objective, z)
-    history: list[dict[str, float]] = []
+    best: tuple[float, int, torch.Tensor] | None = None  # (Err, step, z) of the best iterate above the floor
     previous = 1.0
     converged = False
+    stopped = f"stopped at max_steps ({max_steps}) before converging"
     for step in range(1, max_steps + 1):
         if optimizer == "lbfgs":
             opt.step(closure)
@@ -452,32 +541,77 @@ def solve_weights(
             opt.zero_grad(set_to_none=True)
             closure()
             opt.step()
-        current = float(closure())  # the objective at the new point (a cache hit after an LBFGS line search)
+        # the objective at the new point (a cache hit after an LBFGS line search); either way the objective's last
+        # evaluation is then at the new point, and its q and F^T (q o C) give Err(q)
+        current = float(closure())
+        with torch.no_grad():
+            err_q, ess = objective.err_and_ess(*objective.last)
+        if ess >= floor and not math.isnan(err_q) and (best is None or err_q < best[0]):
+            best = (err_q, step, z.detach().clone())
         elapsed = time.perf_counter() - start
         history.append(
             {
                 "step": step,
                 "objective": current,
                 "objective_raw": current * initial,
+                "err": err_q,
+                "ess": ess,
                 "evaluations": objective.evaluations,
                 "wall_time_s": elapsed,
             }
         )
         decrease = (previous - current) / previous if previous > 0 else 0.0
-        converged = current <= objective_tol or 0.0 <= decrease < tol
+        if current <= objective_tol:
+            converged, stopped = True, f"converged: the objective reached {objective_tol:g} of its start"
+        elif 0.0 <= decrease < tol:
+            converged, stopped = True, f"converged: the objective fell by less than {tol:g} (relative) in a step"
         if step % log_every == 0 or converged or step == max_steps:
             evals = objective.evaluations
-            emit(f"reweight step {step:>5}: objective {current:.6e} ({evals} evaluations, {elapsed:.1f} s)")
+            emit(
+                f"reweight step {step:>5}: objective {current:.6e}, Err(q) {err_q:.6f}, effective size {ess:.1f} "
+                f"({evals} evaluations, {elapsed:.1f} s)"
+            )
         previous = current
         if converged:
             break
 
+    steps = len(history) - 1
+    overall = min(history[1:], key=lambda row: (math.isnan(row["err"]), row["err"]))
+    if best is None:
+        raise ReweightCollapse(
+            f"reweighting collapsed: every one of its {steps} iterates has an effective sample size below "
+            f"min_ess_fraction {min_ess_fraction:g} x {n} = {floor:.1f} (lowest Err(q) {overall['err']:.4g} at "
+            f"step {overall['step']}, effective size {overall['ess']:.1f}); lower lexical.reweight.min_ess_fraction "
+            "or raise lexical.reweight.min_count"
+        )
+    err_best, chosen, z_best = best
+    q, q_final = (_probabilities(v) for v in (z_best, z.detach()))
+    ess_best = float(history[chosen]["ess"])
+    selection = (
+        f"step {chosen}: the lowest Err(q) of the {steps} iterates"
+        if overall["step"] == chosen
+        else f"step {chosen}: the lowest Err(q) among the iterates with an effective sample size of at least "
+        f"{floor:.1f}; the lowest overall, {overall['err']:.4g} at step {overall['step']}, has an effective sample "
+        f"size of {overall['ess']:.1f}"
+    )
+    if err_best >= err_uniform:
+        selection += f"; no iterate above the floor lowers Err below the uniform start's {err_uniform:.4g}"
+    wall = time.perf_counter() - start
+    emit(
+        f"reweight: {stopped} after {steps} steps, {wall:.1f} s; returning {selection}: Err(uniform) "
+        f"{err_uniform:.6f} -> Err(q) {err_best:.6f}, effective sample size {ess_best:.1f} of {n}"
+    )
+    return ReweightResult(
+        q, history, converged, steps, wall, str(dev), optimizer, initial, chosen_step=chosen, stopped=stopped,
+        selection=selection, err_uniform=err_uniform, err=err_best, ess=ess_best, min_ess=floor, q_final=q_final,
+    )  # fmt: skip
+
+
+def _probabilities(z: torch.Tensor) -> np.ndarray:
+    """softmax(z) as a float64 numpy vector summing to 1."""
     with torch.no_grad():
         q = torch.softmax(z, dim=0).cpu().numpy().astype(np.float64)
-    q /= q.sum()
-    wall = time.perf_counter() - start
-    emit(f"reweight: {'converged' if converged else 'stopped at max_steps'} after {len(history)} steps, {wall:.1f} s")
-    return ReweightResult(q, history, converged, len(history), wall, str(dev), optimizer, initial)
+    return q / q.sum()
 
 
 def dense_reference_weights(features: Any, labels: Any, n_labels: int, *, steps: int, lr: float = 0.05) -> np.ndarray:

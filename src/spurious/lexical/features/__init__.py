@@ -20,7 +20,7 @@ The paper asks whether word-label correlations in *training* data reappear as a 
 5. **Exact permutation test** (:func:`permutation_test`, :func:`log_hypergeom_sf`): under H0 the correct
    predictions are spread uniformly over the pooled multiset ``U ⊎ N``, so the number correct in ``U`` is
    hypergeometric and ``p = P(X ≥ observed)``.  The paper reports p down to ``1e-762``, far below the smallest
-   double, so the tail is summed in log space and ``log10 p`` is the number to report.
+   double, so the tail is taken in log space (SciPy's ``hypergeom.logsf``) and ``log10 p`` is the number to report.
 6. **Bigrams** (§6, :func:`sample_bigrams`): adjacent token pairs within a segment, sampled uniformly (seeded) from
    those present in at least one instance of every label.
 
@@ -31,7 +31,6 @@ from spurious.lexical.features.permutation import (
     UsualUnusual,
     _as_bool_vector,
     _check_count,
-    _log_comb,
     correct_predictions,
     log_hypergeom_sf,
     model_bias_test,
@@ -98,7 +97,6 @@ __all__ = [
     "UsualUnusual",
     "usual_unusual",
     "_check_count",
-    "_log_comb",
     "log_hypergeom_sf",
     "_as_bool_vector",
     "permutation_test",
