@@ -581,8 +581,7 @@ def _evaluations(eval_every: int | str | None, total_steps: int, steps_per_epoch
     """How many dev evaluations a run makes (at most): every ``eval_every`` steps or epoch, and after the last."""
     if eval_every is None:
         return 0
-    every = steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every)
-    return total_steps // max(every, 1) + 1
+    return compiled.evaluations(total_steps, steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every))
 
 
 class _AccuracyEvaluation:
