@@ -142,10 +142,10 @@ class CompileRecord:
     step was compiled and why, the batch shapes compiled (``[rows, width]``; a packed batch's width is its row's
     length) and how many passes each serves, the seconds spent compiling and warming them (each run
     ``compiled.WARMUP_CALLS`` times: on CUDA its graph is recorded then) and capturing the optimizer step (CUDA),
-    dynamo's graph breaks (none when the whole loss is one graph per shape), the graphs inductor did not turn into
-    CUDA graphs (``cudagraph_skips``: those shapes run without them, slower; 0 on CUDA when all went well, one per
-    graph on a CPU, where there are none) and the recompilations of the loss beyond one per shape (``recompiles``,
-    counted at the end of the segment: 0 when no guard failed)."""
+    dynamo's graph breaks (none when the whole loss is one graph per shape), the graphs inductor compiled without
+    CUDA graphs (``cudagraph_skips``: on CUDA those shapes run unreplayed, slower; 0 when all went well, and on a CPU,
+    where none are asked for) and the recompilations of the loss beyond one per shape (``recompiles``, counted at the
+    end of the segment: 0 when no guard failed)."""
 
     enabled: bool
     reason: str
