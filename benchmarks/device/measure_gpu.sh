@@ -107,6 +107,24 @@ PY
     [ "$mib" -lt 62 ] || { echo "too big to carry"; exit 5; }
 }
 
+# The wheels in $1 whose module this Python cannot import, one a line: only those are installed there, so that the
+# image's own pytest (and the plugins built for it) stays in charge
+missing_wheels() {
+    "$PY" - "$1" <<'PY'
+import importlib.util, sys
+from pathlib import Path
+modules = {"rpds_py": "rpds", "attrs": "attr"}  # a wheel's distribution, where its module is named otherwise
+for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
+    dist = wheel.name.split("-")[0].lower()
+    try:
+        present = importlib.util.find_spec(modules.get(dist, dist)) is not None
+    except ImportError:  # how a simulated image says it
+        present = False
+    if not present:
+        print(wheel)
+PY
+}
+
 # The modules every part imports, the project's own through the paths they run from; TORCH_LOGS parsed by torch
 check_imports() {
     TORCH_LOGS=${TORCH_LOGS-$DEVICE_TORCH_LOGS} "$PY" -c '
@@ -146,6 +164,7 @@ case "${1:-}" in
     prepare) prepare; exit $? ;;
     plan) plan; exit 0 ;;
     imports) check_imports; exit $? ;;
+    wheels) missing_wheels "${2:-$D/whl}"; exit $? ;;
     rehearse) rehearse; exit $? ;;
 esac
 
@@ -163,21 +182,7 @@ say() { echo "$*" | tee -a "$SUMMARY"; }
 
 SITE=$W/site
 mkdir -p "$SITE"
-# only the wheels whose module the image cannot import: the image's own pytest keeps its plugins
-mapfile -t MISSING < <("$PY" - "$D/whl" <<'PY'
-import importlib.util, sys
-from pathlib import Path
-modules = {"rpds_py": "rpds", "attrs": "attr", "pygments": "pygments"}
-for wheel in sorted(Path(sys.argv[1]).glob("*.whl")):
-    dist = wheel.name.split("-")[0].lower()
-    try:
-        present = importlib.util.find_spec(modules.get(dist, dist)) is not None
-    except ImportError:  # as a simulated image says it
-        present = False
-    if not present:
-        print(wheel)
-PY
-)
+mapfile -t MISSING < <(missing_wheels "$D/whl")
 if [ ${#MISSING[@]} -gt 0 ]; then
     "$PY" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --target "$SITE" "${MISSING[@]}" || exit 3
 fi

@@ -47,3 +47,24 @@ def test_every_part_imports_under_the_gpu_image():
     assert control.returncode == 1 and "the GPU machine's image lacks it" in control.stderr
     env["TORCH_LOGS"] = "recompiles,no_such_log"  # a TORCH_LOGS torch does not know stops the check
     assert subprocess.run(["bash", str(SCRIPT), "imports"], capture_output=True, env=env, timeout=300).returncode != 0
+
+
+def test_only_the_wheels_the_image_lacks_are_installed(tmp_path):
+    """The prepared wheels (names as pip writes them) against the simulated image, which has pytest and its
+    dependencies (with its own plugins) but not jsonschema's: only jsonschema and its dependencies are installed, so
+    no pytest of ours goes in front of the image's; on this machine's Python, which has them all, none is."""
+    names = ["jsonschema-4.25.1-py3-none-any.whl", "jsonschema_specifications-2025.9.1-py3-none-any.whl",
+             "referencing-0.36.2-py3-none-any.whl", "rpds_py-0.27.1-cp312-cp312-manylinux_2_17_x86_64.whl",
+             "attrs-25.3.0-py3-none-any.whl", "pytest-9.2.0-py3-none-any.whl", "pluggy-1.6.0-py3-none-any.whl",
+             "iniconfig-2.1.0-py3-none-any.whl", "pygments-2.19.2-py3-none-any.whl"]  # fmt: skip
+    for name in names:
+        (tmp_path / name).touch()
+
+    def missing(**image: str) -> list[str]:
+        env = dict(os.environ, PYTHON=sys.executable, **image)
+        out = subprocess.run(["bash", str(SCRIPT), "wheels", str(tmp_path)], capture_output=True, text=True,
+                             check=True, env=env).stdout  # fmt: skip
+        return [line.rsplit("/", 1)[1] for line in out.splitlines()]
+
+    assert missing(PYTHONPATH=str(IMAGE), SPURIOUS_IMAGE_CARRIED="1") == names[:4]
+    assert missing() == []
