@@ -133,7 +133,8 @@ import torch, transformers, accelerate
 for name in ("spurious", "spurious.core.qa", "spurious.core.classifier", "spurious.core.engine", "spurious.core.packing",
              "spurious.thinktwice.debias", "spurious.lexical.bilstm", "spurious.lexical.reweight",
              "spurious.spuriousbench.icl", "spurious.aflite.filtering", "benchmarks.bench_train_loop",
-             "benchmarks.gpu_check", "tests.core.test_step", "tests.core.test_packing_cuda"):
+             "benchmarks.gpu_check", "tests.core.test_step", "tests.core.test_packing_cuda",
+             "transformers.trainer", "safetensors.torch"):  # what the parts import lazily
     importlib.import_module(name)
 print("imports ok: spurious from", sys.modules["spurious"].__file__, "; torch", torch.__version__)
 '
@@ -298,7 +299,7 @@ done
 # the key lines of each part, then one archive (what comes back from $OUT: at most 8 files)
 [ -f "$R/tests.log" ] && grep -E "^(FAILED|ERROR)|[0-9]+ (passed|failed|skipped|errors?)" "$R/tests.log" >> "$SUMMARY"
 for b in bertbase minilm; do
-    [ -f "$R/bench_$b.md" ] && sed -n '1p;/^| variant/,/^$/p;/^Failed variants/,/^$/p;/^- compile/p;/^- dynamo/p;/^Inside the timed/,/^$/p;/^Targets/,/^timing/p' "$R/bench_$b.md" >> "$SUMMARY"
+    [ -f "$R/bench_$b.md" ] && sed -n '1p;/^| variant/,/^$/p;/^Failed variants/,/^$/p;/^- compile + capture, /p;/^- compile, /p;/^- dynamo/p;/^Inside the timed/,/^$/p;/^Targets/,/^timing/p' "$R/bench_$b.md" >> "$SUMMARY"
 done
 [ -f "$R/gpu_check/gpu_check.md" ] && cat "$R/gpu_check/gpu_check.md" >> "$SUMMARY"
 tar -czf "$O/gpu-measurements.tar.gz" -C "$W" gpu-measurements
