@@ -37,7 +37,7 @@ export TOKENIZERS_PARALLELISM ?= false
 # and --configfile take every word that follows them).
 refresh_index = $(BIN)/snakemake --workflow-profile profiles/local --cores $(CORES) results/index.html --forcerun index $(1)
 
-.PHONY: plan plan-docs install install-dev lock config-docs data demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check clean
+.PHONY: plan plan-docs install install-dev lock config-docs data demo demo-audit demo-debias check-debias demo-lexical demo-aflite demo-spurious report report-debias report-lexical report-aflite report-spurious test test-slurm lint unit bench gpu-check gpu-rehearse clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -231,6 +231,13 @@ bench: install-dev
 # (tests/core/test_gpu_check.py).
 gpu-check: install
 	$(BIN)/python benchmarks/gpu_check.py --out results/gpu_check
+
+# The GPU machine's half of benchmarks/device/measure_gpu.sh rehearsed on this CPU before device time is spent on it
+# (docs/gpu.md): `prepare` (.device/, its wheels downloaded by pip for this Python), then every call of the plan at tiny
+# sizes in a copy of what travels, with the GPU image simulated (snakemake, spaCy, NLTK, gensim and datasets missing;
+# jsonschema, MiniLM and the project only where the device half puts them): results/gpu_rehearse/call*/summary.txt.
+gpu-rehearse: install-dev
+	PYTHON=$(abspath $(BIN)/python) bash benchmarks/device/measure_gpu.sh rehearse
 
 clean:
 	rm -rf results/* .snakemake

@@ -2,9 +2,10 @@
 
 The packed path runs here through the block-diagonal reference (scaled-dot-product attention masked by
 ``cu_seq_lens``), the same inputs ``varlen_attn`` gets on CUDA (tests/core/test_packing_cuda.py compares the two on a
-GPU). Tiny random BERT, RoBERTa and ELECTRA models (two layers, width 32, dropout 0) on real SQuAD and QNLI text
-tokenised with MiniLM's vocabulary: each family's position ids and token types must come out as in a padded batch,
-so logits, hidden states, losses and gradients agree in float32.
+GPU). The reference refuses what FlashAttention refuses (float32 among them); the comparisons with padding here use
+its any-precision version, to compare in float32. Tiny random BERT, RoBERTa and ELECTRA models (two layers, width 32,
+dropout 0) on real SQuAD and QNLI text tokenised with MiniLM's vocabulary: each family's position ids and token types
+must come out as in a padded batch, so logits, hidden states, losses and gradients agree in float32.
 """
 
 from __future__ import annotations
@@ -47,8 +48,8 @@ def tiny_config(family: str, tokenizer, **extra):
     sizes = dict(
         vocab_size=len(tokenizer), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=37,
         max_position_embeddings=512, type_vocab_size=2, hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-        **extra,
     )
+    sizes.update(extra)
     if family == "bert":
         return BertConfig(**sizes)
     if family == "roberta":  # pad_token_id 1, as roberta-base: positions start at 2
@@ -119,6 +120,77 @@ def test_block_diagonal_mask_by_hand():
 
 
 # ---------------------------------------------------------------------------------------------------------------------
+# The reference is as strict as FlashAttention
+
+
+def _qkv(head_size: int, dtype=torch.bfloat16, heads: int = 2, tokens: int = 10) -> list[torch.Tensor]:
+    """query, key, value ``[1, H, T, D]`` as a BERT attention module hands them over: views of ``[1, T, H * D]``."""
+    torch.manual_seed(0)
+    return [torch.randn(1, tokens, heads * head_size, dtype=dtype).view(1, tokens, heads, head_size).transpose(1, 2)
+            for _ in range(3)]  # fmt: skip
+
+
+def test_the_reference_refuses_what_flash_attention_refuses():
+    """FlashAttention-2's varlen kernel (flash_api.cpp, mha_varlen_fwd) accepts fp16/bf16 inputs of one dtype, head
+    sizes that are multiples of 8 up to 256, a contiguous head dimension and int32 ``cu_seqlens``: the reference
+    refuses the rest with the rule broken; its any-precision version lifts the dtype rule only."""
+    cu = torch.tensor([0, 4, 10], dtype=torch.int32)
+    kwargs = {"cu_seq_lens_q": cu, "max_length_q": 6, "scaling": 0.25}
+    q, k, v = _qkv(16)
+    out, _ = packing.reference_attention(None, q, k, v, None, **kwargs)
+    assert out.shape == (1, 10, 2, 16) and out.dtype == torch.bfloat16
+    refused = {
+        "float32": (_qkv(16, torch.float32), cu, "FlashAttention only supports fp16 and bf16"),
+        "mixed": ([q, k.float(), v], cu, "only supports fp16 and bf16"),
+        "head size 12": (_qkv(12), cu, "head size is 12: FlashAttention needs a multiple of 8"),
+        "head size 264": (_qkv(264, heads=1), cu, "head size is 264"),
+        "strided head dimension": ([x[..., ::2] for x in _qkv(32)], cu, "not contiguous"),
+        "int64 cu_seq_lens": ((q, k, v), cu.long(), "contiguous int32 vector"),
+        "strided cu_seq_lens": ((q, k, v), torch.tensor([0, 0, 4, 0, 10], dtype=torch.int32)[::2], "int32 vector"),
+    }
+    for name, (qkv, cu_seq_lens, message) in refused.items():
+        with pytest.raises(RuntimeError, match=message):
+            packing.reference_attention(None, *qkv, None, **{**kwargs, "cu_seq_lens_q": cu_seq_lens})
+        assert packing.flash_attention_problem(*qkv, cu_seq_lens) is not None, name
+    # any precision: float32 passes (and equals the bf16 result up to bf16 rounding), the other rules still hold
+    exact, _ = packing.reference_attention_any_precision(None, *[x.float() for x in (q, k, v)], None, **kwargs)
+    assert torch.allclose(exact, out.float(), atol=3e-2), float((exact - out.float()).abs().max())
+    with pytest.raises(RuntimeError, match="head size is 12"):
+        packing.reference_attention_any_precision(None, *_qkv(12, torch.float32), None, **kwargs)
+
+
+def test_enable_probes_the_attention_as_training_calls_it(tokenizer, monkeypatch):
+    """At start, with the reference: bf16 must be on, and a forward and backward pass goes through the attention
+    function with the model's own scaling and training's layout, so a head size FlashAttention refuses stops the run
+    before anything is computed (on a GPU the same probe runs varlen_attn)."""
+    monkeypatch.setenv(packing.REFERENCE_ENV, "1")
+    model = tiny_model(AutoModelForQuestionAnswering, "bert", tokenizer)
+    with pytest.raises(packing.PackedAttentionUnavailable, match="bf16 is off .*set attention: padded"):
+        packing.enable(model, "packed", device=CPU, bf16=False)
+    odd = tiny_model(AutoModelForQuestionAnswering, "roberta", tokenizer, hidden_size=40)
+    with pytest.raises(packing.PackedAttentionUnavailable, match=r"2 heads of 20 .*head size is 20.*attention: padded"):
+        packing.enable(odd, "packed", device=CPU, bf16=True)
+    assert packing.position_offset(odd) is None  # left padded
+    calls = []
+
+    def recording(module, query, key, value, attention_mask, **kwargs):
+        calls.append((query, kwargs))
+        return packing.reference_attention(module, query, key, value, attention_mask, **kwargs)
+
+    packing.startup_probe(recording, CPU, model)
+    (query, kwargs), = calls
+    attention = model.bert.encoder.layer[0].attention.self
+    assert kwargs["scaling"] == attention.scaling == 16**-0.5  # what the model's attention modules pass
+    assert query.dtype == torch.bfloat16 and query.shape == (1, 2, 8, 16) and query.stride() == (256, 16, 32, 1)
+    assert kwargs["cu_seq_lens_q"].dtype == torch.int32 and kwargs["max_length_q"] == 5
+    assert packing.enable(model, "packed", device=CPU, bf16=True)
+    assert model.config._attn_implementation == packing.REFERENCE_ATTENTION
+    monkeypatch.setenv(packing.REFERENCE_ENV, "float32")  # the formula checks: float32 allowed, bf16 need not be on
+    assert packing.enable(model, "packed", device=CPU, bf16=False)
+    assert model.config._attn_implementation == packing.REFERENCE_ANY_PRECISION
+
+
+# ---------------------------------------------------------------------------------------------------------------------
 # Buckets
 
 
@@ -155,7 +227,7 @@ def _qa_pair(family, tokenizer, windows, *, offset_shift=0, drop_types=False):
         model.train()
         offset = None
         if packed:
-            packing.use_reference(model)
+            packing.use_reference(model, any_precision=True)
             offset = packing.position_offset(model) + offset_shift
         batch = features.collate(picks, packed_offset=offset)
         if packed and drop_types:
@@ -227,7 +299,7 @@ def test_packed_reference_equals_padding_for_classification(family, tokenizer, q
         model = tiny_model(AutoModelForSequenceClassification, family, tokenizer, num_labels=2)
         model.train()  # dropout 0: the heads' dropout calls run, as in training
         if packed:
-            packing.use_reference(model)
+            packing.use_reference(model, any_precision=True)
         logits = classifier._batch_logits(model, data.collate(rows, 1, packing.position_offset(model)))
         loss = classifier.weighted_loss(logits, labels, weights)
         loss.backward()
@@ -249,7 +321,7 @@ def test_packed_reference_equals_padding_for_prompts(tokenizer, qnli_rows):
     for packed in (False, True):
         model = PromptClassifier(tiny_model(AutoModelForMaskedLM, "bert", tokenizer), ids).eval()
         if packed:
-            packing.use_reference(model.mlm)
+            packing.use_reference(model.mlm, any_precision=True)
         batch = data.collate(np.arange(len(data)), 1, packing.position_offset(model))
         out.append(classifier._batch_logits(model, batch).detach())
         assert model._gathered  # the head ran at the mask positions only, packed or not
@@ -320,8 +392,9 @@ TINY_QA = {
 
 def test_train_and_predict_qa_packed_follow_padding(tmp_path, squad_dev, tokenizer, monkeypatch):
     """The packed hooks of train_qa (training steps, validation loss, checkpoint selection) and predict_qa, with the
-    reference switched on explicitly: at dropout 0 the losses and answers of packed and padded runs agree."""
-    monkeypatch.setenv(packing.REFERENCE_ENV, "1")
+    reference switched on explicitly (in float32, to compare to float32 precision): at dropout 0 the losses and
+    answers of packed and padded runs agree."""
+    monkeypatch.setenv(packing.REFERENCE_ENV, "float32")
     short = squad_dev[squad_dev["context"].str.len() < 500]
     train, valid = short.iloc[:12].reset_index(drop=True), short.iloc[100:106].reset_index(drop=True)
     model_dir = _save_tiny(AutoModelForQuestionAnswering, "roberta", tokenizer, tmp_path / "tiny")
@@ -334,7 +407,8 @@ def test_train_and_predict_qa_packed_follow_padding(tmp_path, squad_dev, tokeniz
             checkpoint_dir=tmp_path / f"c-{mode}", settings={**TINY_QA, "attention": mode}, log=lines.append,
             selection=selection,
         )
-    assert any("attention: packed windows through the block-diagonal reference" in line for line in lines)
+    assert any("attention: packed windows through the block-diagonal reference (SPURIOUS_PACKED_REFERENCE=float32"
+               in line for line in lines)
     a, b = runs["padded"], runs["packed"]
     for curve in ("train_losses", "validation_losses"):
         assert np.allclose([r["loss"] for r in a[curve]], [r["loss"] for r in b[curve]], rtol=1e-5), curve
@@ -348,7 +422,7 @@ def test_train_and_predict_qa_packed_follow_padding(tmp_path, squad_dev, tokeniz
 
 
 def test_train_classifier_packed_follows_padding(tmp_path, tokenizer, monkeypatch):
-    monkeypatch.setenv(packing.REFERENCE_ENV, "1")
+    monkeypatch.setenv(packing.REFERENCE_ENV, "float32")
     frame = classification.load_hf_parquet(QNLI_DEV).head(24)
     model_dir = _save_tiny(AutoModelForSequenceClassification, "electra", tokenizer, tmp_path / "tiny", num_labels=2)
     settings = {"batch_size": 6, "max_steps": 4, "max_length": 48, "learning_rate": 1e-3, "device": "cpu",

@@ -751,7 +751,7 @@ def _objective_losses(objective_of, squad_dev, packed: bool):
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     ))
     if packed:
-        packing.use_reference(model)
+        packing.use_reference(model, any_precision=True)  # float32, to compare to float32 precision
     batch = features.collate(rows, packed_offset=packing.position_offset(model))
     torch.manual_seed(1)
     objective = objective_of(len(features))
@@ -789,7 +789,7 @@ def test_objectives_that_read_the_padding_are_refused_packed(squad_dev, tmp_path
     assert LearnedMixinObjective(store, hidden_size=4, compat="isbiased").reads_padding
     assert ConfidenceRegularizationObjective(store, store, mask_non_context=False).reads_padding
     assert not ConfidenceRegularizationObjective(store, store).reads_padding
-    monkeypatch.setenv(packing.REFERENCE_ENV, "1")
+    monkeypatch.setenv(packing.REFERENCE_ENV, "float32")  # past the device and precision checks
     with pytest.raises(ValueError, match="reads them .*set attention: padded"):
         qa.train_qa(
             squad_dev.iloc[:3], squad_dev.iloc[3:5], model_name_or_path="embedded:all-MiniLM-L6-v2",

@@ -107,8 +107,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # padded, or packed: examples end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
     "attention": "padded",
     # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
-    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
-    "compile": "auto",
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled). off until a GPU run has measured
+    # compiled training: auto and on are unmeasured (docs/gpu.md)
+    "compile": "off",
     "tracker": "none",  # an execution setting (spurious.core.tracking)
     # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
     "eval_every": None,
@@ -589,8 +590,7 @@ def _evaluations(eval_every: int | str | None, total_steps: int, steps_per_epoch
     """How many dev evaluations a run makes (at most): every ``eval_every`` steps or epoch, and after the last."""
     if eval_every is None:
         return 0
-    every = steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every)
-    return total_steps // max(every, 1) + 1
+    return compiled.evaluations(total_steps, steps_per_epoch if eval_every == EVAL_EVERY_EPOCH else int(eval_every))
 
 
 class _AccuracyEvaluation:
@@ -670,7 +670,7 @@ class TrainedClassifier:
     device: torch.device
     bf16: bool
     pad_to_multiple_of: int | str = "auto"
-    compile: str = "auto"  # the setting (spurious.core.compiled), for each call of ``probabilities``
+    compile: str = "off"  # the setting (spurious.core.compiled), for each call of ``probabilities``
 
     def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
         """The softmax over the labels for every row of ``frame`` and the encoded rows."""
@@ -690,7 +690,7 @@ def load_trained_classifier(
     bf16: bool | str = "auto",
     pad_to_multiple_of: int | str = "auto",
     attention: str = "padded",
-    compile: str = "auto",
+    compile: str = "off",
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
     ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given.
@@ -742,7 +742,7 @@ def predict_classifier(
     loaded: TrainedClassifier | None = None,
     pad_to_multiple_of: int | str = "auto",
     attention: str = "padded",
-    compile: str = "auto",
+    compile: str = "off",
 ) -> pd.DataFrame:
     """Predictions of a trained classifier on a classification frame: ``id, label, prediction, correct,
     probabilities`` (the softmax over the model's labels). The model's label names must match the frame's, unless

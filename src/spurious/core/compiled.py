@@ -18,6 +18,10 @@ are provisional: they come from compiling the forward and backward of BERT-base 
 70-104 s; 5-6 ms saved per step of 28 ms) and are to be re-measured for the whole compiled step. Never on CPU: there
 each new width costs a compilation of tens of seconds and a step saves little.
 
+The default is ``off`` on every device: no GPU run has yet measured compiled training (its losses against eager ones
+over 20 steps in bf16, its speed), so ``auto`` and ``on`` are unmeasured there. ``auto`` becomes the default with the
+change that records that measurement, its threshold derived from the measured compile time and step saving.
+
 Changing the setting reruns nothing (it is one of ``spurious.core.config.RUNTIME_SETTINGS``): the same updates,
 computed by other kernels, agree up to floating-point rounding, and a checkpoint written with either value resumes
 with the other.
@@ -25,6 +29,7 @@ with the other.
 
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -43,6 +48,11 @@ AUTO_MIN_PASSES = round(COMPILE_SECONDS_PER_SHAPE / SAVED_SECONDS_PER_PASS)
 MAX_COMPILED_SHAPES = 32
 # The torch.compile backend: inductor (the default; generated kernels), or aot_eager to check graph capture alone
 BACKEND_VARIABLE = "SPURIOUS_COMPILE_BACKEND"
+# Calls of each compiled shape before the first step. With CUDA graphs (mode="reduce-overhead") a function's first call
+# runs its generated code and its second records the graph, which later calls replay: two calls record every shape's
+# graph (forward and backward) before the training steps, so that no recording (0.1-0.5 s each for BERT-base) lands in
+# them. One call is enough elsewhere; the second costs one more step per shape.
+WARMUP_CALLS = 2
 
 Shape = tuple[int, int]  # (rows, width) of a batch
 
@@ -91,6 +101,16 @@ def decide(setting: str | bool, device: torch.device, passes: Mapping[Shape, int
     return Decision(chosen, f"compile: {setting}: {len(chosen)} batch shapes for {covered} of {total} passes")
 
 
+def evaluations(total_steps: int, every: int | None) -> int:
+    """How many evaluations a run of ``total_steps`` optimizer steps makes, evaluating every ``every`` steps (None or
+    0: never before the end) and after the last step (once, when it is one of them): how often its validation
+    batches repeat, for ``batched``. A run that evaluates only at its end meets each validation batch once, so a
+    shape met once there is not compiled (it would not repay its compilation)."""
+    if not every:
+        return 1
+    return max(1, math.ceil(total_steps / int(every)))
+
+
 def backend() -> str:
     return os.environ.get(BACKEND_VARIABLE, "inductor")
 
@@ -111,6 +131,24 @@ def graph_breaks() -> int:
     from torch._dynamo.utils import counters
 
     return sum(counters["graph_break"].values())
+
+
+def cudagraph_skips() -> int:
+    """Graphs inductor compiled without a CUDA graph so far in this process (``mode="reduce-overhead"`` falls back
+    silently, logging only under ``TORCH_LOGS=cudagraphs``): on CUDA each is a shape whose steps are not replayed."""
+    from torch._dynamo.utils import counters
+
+    return int(counters["inductor"]["cudagraph_skips"])
+
+
+def compiled_graphs(fn: Callable[..., Any]) -> int | None:
+    """Graphs dynamo holds for ``fn``'s code: one per compiled shape, more after a recompilation (a guard failed);
+    None where this torch does not tell."""
+    try:
+        from torch._dynamo.eval_frame import _debug_get_cache_entry_list
+    except ImportError:
+        return None
+    return len(_debug_get_cache_entry_list(fn.__code__))
 
 
 def run_compiled(compiled: Callable[..., Any], *args: Any) -> Any:

@@ -139,9 +139,13 @@ class TrainResult:
 @dataclass
 class CompileRecord:
     """What the ``compile`` setting did in a training segment (``training_state.json``'s ``compile``): whether the
-    step was compiled and why, the batch shapes compiled (``[rows, width]``; a packed batch's width is its row's length) and how many passes each serves, the
-    seconds spent compiling and warming them and capturing the optimizer step (CUDA), and dynamo's graph breaks
-    (none when the whole loss is one graph per shape)."""
+    step was compiled and why, the batch shapes compiled (``[rows, width]``; a packed batch's width is its row's
+    length) and how many passes each serves, the seconds spent compiling and warming them (each run
+    ``compiled.WARMUP_CALLS`` times: on CUDA its graph is recorded then) and capturing the optimizer step (CUDA),
+    dynamo's graph breaks (none when the whole loss is one graph per shape), the graphs inductor compiled without
+    CUDA graphs (``cudagraph_skips``: on CUDA those shapes run unreplayed, slower; 0 when all went well, and on a CPU,
+    where none are asked for) and the recompilations of the loss beyond one per shape (``recompiles``, counted at the
+    end of the segment: 0 when no guard failed)."""
 
     enabled: bool
     reason: str
@@ -152,6 +156,8 @@ class CompileRecord:
     compile_s: float | None = None
     capture_s: float | None = None
     graph_breaks: int | None = None
+    cudagraph_skips: int | None = None
+    recompiles: int | None = None
 
 
 class _LossModule(torch.nn.Module):
@@ -420,7 +426,7 @@ def train(
         processes=processes,
         is_main=rank == 0,
         train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
-        compile=asdict(record) | ({"capture_s": update.capture_s} if update is not None else {}),
+        compile=_compile_outcome(record, update, loss_fn),
     )
 
 
@@ -726,7 +732,8 @@ def _compile_step(
 ) -> tuple[CompileRecord, _Update | None]:
     """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
     compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
-    run eagerly), every one warmed once now, and the optimizer step handed to an ``_Update``."""
+    run eagerly), every one warmed now (``compiled.WARMUP_CALLS`` forward and backward passes, so that on CUDA its
+    graph is recorded before the first step), and the optimizer step handed to an ``_Update``."""
     setting = compiled.check_setting(settings.get("compile", "off"))
     if setting == "off":
         return CompileRecord(False, "compile: off"), None
@@ -755,17 +762,20 @@ def _compile_step(
     # the loss is compiled outside DDP (the warm-up below) and called inside it: no graph split at DDP's buckets
     # (dynamo's DDPOptimizer), so both see the same graph; the gradients are all-reduced after the backward graph
     torch._dynamo.config.optimize_ddp = False
-    breaks = compiled.graph_breaks()
+    breaks, skips = compiled.graph_breaks(), compiled.cudagraph_skips()
     inner.use_compiled(chosen, device)
     t0 = time.perf_counter()
     rng = rng_states()  # the warm-up's dropout must not move the training's random streams (a resumed run warms too)
     try:
-        with torch.no_grad():  # one eager pass first: models set themselves up at their first call (transformers
-            # installs its output-capturing hooks under a lock, which dynamo cannot trace)
+        # one eager pass first: models set themselves up at their first call (transformers installs its
+        # output-capturing hooks under a lock, which dynamo cannot trace); under the training's autocast, as every
+        # pass: packed attention's kernels have no float32 version
+        with torch.no_grad(), accelerator.autocast():
             inner.loss_fn(inner.model, inner.objective, inner.batch_fn(next(iter(chosen.values()))[1], device))
-        for _, rows in chosen.values():
-            loss, _ = inner(rows)  # outside DDP: no collective, whatever the shapes of the other processes
-            loss.backward()
+        for _ in range(compiled.WARMUP_CALLS):  # on CUDA: the first call of a shape warms up, the second records
+            for _, rows in chosen.values():
+                loss, _ = inner(rows)  # outside DDP: no collective, whatever the shapes of the other processes
+                loss.backward()
     finally:
         set_rng_states(rng)
     for p in params:
@@ -773,13 +783,26 @@ def _compile_step(
     if device.type == "cuda":
         torch.cuda.synchronize(device)
     record.compile_s, record.graph_breaks = time.perf_counter() - t0, compiled.graph_breaks() - breaks
+    record.cudagraph_skips = compiled.cudagraph_skips() - skips
     widths = ", ".join(f"{n}x{w}" for n, w in chosen)
     emit(
         f"{decision.reason} (rows x width: {widths}), compiled and warmed in {record.compile_s:.1f}s with "
         f"{compiled.backend()}; {record.graph_breaks} graph breaks"
+        + (f"; {record.cudagraph_skips} graphs without CUDA graphs" if device.type == "cuda" and record.cudagraph_skips
+           else "")  # fmt: skip
     )
     inner_optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's wrapper holds torch's
     return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device, emit)
+
+
+def _compile_outcome(record: CompileRecord, update: _Update | None, loss_fn: LossFn) -> dict[str, Any]:
+    """The segment's ``CompileRecord`` as ``training_state.json`` keeps it, completed at its end: the optimizer
+    step's capture time and the loss's recompilations (graphs dynamo holds for it beyond one per compiled shape)."""
+    if update is not None:
+        record.capture_s = update.capture_s
+        graphs = compiled.compiled_graphs(loss_fn)
+        record.recompiles = None if graphs is None else graphs - len(record.shapes)
+    return asdict(record)
 
 
 # devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default

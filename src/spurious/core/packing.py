@@ -23,9 +23,14 @@ The packed length ``T`` is rounded up to a bucket (:func:`bucket_size`), so that
 :data:`PACKED_LENGTHS` distinct lengths per number of windows, and compiled steps and CUDA graphs still apply.
 
 A reference for checking on a CPU (:data:`REFERENCE_ATTENTION`): the same packed inputs through scaled-dot-product
-attention with a block-diagonal mask built from ``cu_seq_lens``. It runs only when asked for: in tests, or with the
-environment variable ``SPURIOUS_PACKED_REFERENCE=1`` (slow: a dense ``T x T`` mask); a run without it on a device
-without ``varlen_attn`` stops at start with an error naming the setting and the fix.
+attention with a block-diagonal mask built from ``cu_seq_lens``. It is as strict as the kernel it stands for: it refuses
+what FlashAttention-2's varlen kernel refuses (:func:`flash_attention_problem`: float32 and mixed dtypes, head sizes
+that are not a multiple of 8 or exceed 256, a head dimension that is not contiguous, ``cu_seq_lens`` that is not a
+contiguous int32 vector), so a path that would crash on a GPU (a pass outside the training's bf16 autocast) crashes on
+the CPU too. It runs only when asked for: in tests, or with the environment variable ``SPURIOUS_PACKED_REFERENCE=1``
+(slow: a dense ``T x T`` mask); a run without it on a device without ``varlen_attn`` stops at start with an error
+naming the setting and the fix. ``SPURIOUS_PACKED_REFERENCE=float32`` (and :data:`REFERENCE_ANY_PRECISION`) lifts
+only the precision rule, to compare packed and padded runs to float32 precision: never what a GPU can run.
 """
 
 from __future__ import annotations
@@ -41,8 +46,13 @@ import torch
 ATTENTION_MODES = ("padded", "packed")
 # The attention implementations this module registers with transformers (AttentionInterface)
 PACKED_ATTENTION = "spurious_packed_varlen"
-REFERENCE_ATTENTION = "spurious_packed_reference"
-REFERENCE_ENV = "SPURIOUS_PACKED_REFERENCE"
+REFERENCE_ATTENTION = "spurious_packed_reference"  # FlashAttention's rules, bf16/fp16 only
+REFERENCE_ANY_PRECISION = "spurious_packed_reference_any_precision"  # the same, float32 allowed (formula checks)
+REFERENCE_ENV = "SPURIOUS_PACKED_REFERENCE"  # "1": the reference; "float32": the reference in any precision
+# What FlashAttention-2's varlen kernel accepts (flash_api.cpp, mha_varlen_fwd): fp16 or bf16 inputs of one dtype, a
+# head size that is a multiple of 8 and at most 256, a contiguous last (head) dimension, int32 cu_seqlens
+KERNEL_DTYPES = (torch.float16, torch.bfloat16)
+HEAD_SIZE_MULTIPLE, MAX_HEAD_SIZE = 8, 256
 # The model families whose embeddings take per-window position ids and whose attention calls the registered function
 FAMILIES = ("bert", "roberta", "electra")
 # At most this many distinct packed lengths per number of windows (CUDA graphs need one static shape each)
@@ -231,14 +241,46 @@ def _attention_function(kernel: Kernel) -> AttentionFunction:
     return attention
 
 
+def _kernel_layout(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor) -> list[torch.Tensor]:
+    """``[1, H, T, D]`` (transformers' layout) as the ``[T, H, D]`` views ``varlen_attn`` takes."""
+    return [x[0].transpose(0, 1) for x in (query, key, value)]
+
+
 def _varlen(
     query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None
 ) -> torch.Tensor:
     """torch's ``varlen_attn`` (CUDA; bf16 or fp16), which takes ``[T, H, D]``."""
     from torch.nn.attention.varlen import varlen_attn
 
-    q, k, v = (x[0].transpose(0, 1) for x in (query, key, value))
+    q, k, v = _kernel_layout(query, key, value)
     return varlen_attn(q, k, v, cu, cu, width, width, scale=scale).unsqueeze(0)
+
+
+def flash_attention_problem(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, *, any_precision: bool = False
+) -> str | None:
+    """Why FlashAttention-2's varlen kernel would refuse these inputs (``[1, H, T, D]``, as the attention function gets
+    them, handed to the kernel as ``[T, H, D]`` views), or None: its checks, in its order (``any_precision`` skips
+    the dtype rule)."""
+    q, k, v = _kernel_layout(query, key, value)
+    dtypes = {x.dtype for x in (q, k, v)}
+    if not any_precision and (len(dtypes) > 1 or q.dtype not in KERNEL_DTYPES):
+        return (
+            f"query, key and value are {', '.join(sorted(str(d) for d in dtypes))}: FlashAttention only supports fp16 "
+            "and bf16 (one dtype for all three), so every pass through packed attention must run under the "
+            "training's bf16 autocast"
+        )
+    head_size = q.shape[-1]
+    if head_size % HEAD_SIZE_MULTIPLE or head_size > MAX_HEAD_SIZE:
+        return (
+            f"the head size is {head_size}: FlashAttention needs a multiple of {HEAD_SIZE_MULTIPLE} of at most "
+            f"{MAX_HEAD_SIZE}"
+        )
+    if any(x.stride(-1) != 1 for x in (q, k, v)):
+        return "the head dimension of query, key or value is not contiguous, which FlashAttention requires"
+    if cu.dtype != torch.int32 or cu.dim() != 1 or not cu.is_contiguous():
+        return f"cu_seq_lens is a {cu.dtype} tensor of shape {tuple(cu.shape)}: FlashAttention needs a contiguous int32 vector"
+    return None
 
 
 def block_diagonal_mask(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
@@ -248,25 +290,39 @@ def block_diagonal_mask(cu_seq_lens: torch.Tensor, length: int) -> torch.Tensor:
 
 
 def _block_diagonal(
-    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None,
+    *, any_precision: bool = False,
 ) -> torch.Tensor:
-    """The same attention through ``scaled_dot_product_attention`` with a block-diagonal mask (any device, any
-    precision; a dense ``T x T`` mask)."""
+    """The same attention through ``scaled_dot_product_attention`` with a block-diagonal mask (any device; a dense
+    ``T x T`` mask), refusing what FlashAttention refuses (``any_precision``: except float32)."""
+    problem = flash_attention_problem(query, key, value, cu, any_precision=any_precision)
+    if problem is not None:
+        raise RuntimeError(f"packed attention (the reference, as strict as FlashAttention's varlen kernel): {problem}")
     mask = block_diagonal_mask(cu, query.shape[2])
     out = torch.nn.functional.scaled_dot_product_attention(query, key, value, attn_mask=mask, scale=scale)
     return out.transpose(1, 2).contiguous()
 
 
+def _block_diagonal_any_precision(
+    query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, cu: torch.Tensor, width: int, scale: float | None
+) -> torch.Tensor:
+    return _block_diagonal(query, key, value, cu, width, scale, any_precision=True)
+
+
 varlen_attention = _attention_function(_varlen)
 reference_attention = _attention_function(_block_diagonal)
+reference_attention_any_precision = _attention_function(_block_diagonal_any_precision)
+# every attention implementation that runs packed rows (the batch builders pack for these)
+PACKED_IMPLEMENTATIONS = (PACKED_ATTENTION, REFERENCE_ATTENTION, REFERENCE_ANY_PRECISION)
 
 
 def register() -> None:
-    """Make the two implementations known to transformers (idempotent)."""
+    """Make the implementations known to transformers (idempotent)."""
     from transformers import AttentionInterface
 
     AttentionInterface.register(PACKED_ATTENTION, varlen_attention)
     AttentionInterface.register(REFERENCE_ATTENTION, reference_attention)
+    AttentionInterface.register(REFERENCE_ANY_PRECISION, reference_attention_any_precision)
 
 
 def _transformer(model: torch.nn.Module) -> Any:
@@ -281,15 +337,15 @@ def position_offset(model: torch.nn.Module) -> int | None:
     """The position id of a window's first token when ``model`` runs packed attention (RoBERTa: ``padding_idx + 1``,
     as its padded positions count), None when it runs padded: batch builders pack exactly when this is not None."""
     transformer = _transformer(model)
-    if transformer is None or transformer.config._attn_implementation not in (PACKED_ATTENTION, REFERENCE_ATTENTION):
+    if transformer is None or transformer.config._attn_implementation not in PACKED_IMPLEMENTATIONS:
         return None
     if transformer.config.model_type == "roberta":
         return int(transformer.config.pad_token_id) + 1
     return 0
 
 
-def _check_varlen(device: torch.device, bf16: bool, config: Any) -> None:
-    """Raise ``PackedAttentionUnavailable`` unless ``varlen_attn`` runs on ``device`` for this model's heads."""
+def _check_varlen(device: torch.device) -> None:
+    """Raise ``PackedAttentionUnavailable`` unless ``device`` is a CUDA GPU and torch has ``varlen_attn``."""
     fix = "set attention: padded"
     if device.type != "cuda":
         raise PackedAttentionUnavailable(
@@ -297,32 +353,43 @@ def _check_varlen(device: torch.device, bf16: bool, config: Any) -> None:
             f"is on {device}: {fix} (to check the packed path on a CPU, slowly, set {REFERENCE_ENV}=1)"
         )
     try:
-        from torch.nn.attention.varlen import varlen_attn
+        import torch.nn.attention.varlen  # noqa: F401
     except ImportError as exc:
         raise PackedAttentionUnavailable(
             f"attention: packed needs torch.nn.attention.varlen, which torch {torch.__version__} lacks ({exc}): "
             f"install a torch that has it, or {fix}"
         ) from exc
-    if not bf16:
-        raise PackedAttentionUnavailable(
-            f"attention: packed runs flash-attention kernels, which have no float32 version, but bf16 is off for this "
-            f"run: set bf16: auto (or true), or {fix}"
-        )
+
+
+def attention_scaling(transformer: Any) -> tuple[int, int, float]:
+    """(heads, head size, scaling) of the model's self-attention, the scaling as its attention modules pass it to the
+    attention function (``head size ** -0.5`` for BERT, RoBERTa and ELECTRA)."""
+    config = transformer.config
     heads = int(config.num_attention_heads)
-    head_dim = int(config.hidden_size) // heads
-    try:  # a forward and backward pass of two windows, with the model's head layout
-        q = torch.randn(8, heads, head_dim, device=device, dtype=torch.bfloat16, requires_grad=True)
-        cu = torch.tensor([0, 3, 8], device=device, dtype=torch.int32)
-        varlen_attn(q, q, q, cu, cu, 5, 5).sum().backward()
+    head_size = int(config.hidden_size) // heads
+    scaling = next((float(m.scaling) for m in transformer.modules() if hasattr(m, "attention_head_size")), None)
+    return heads, head_size, head_size**-0.5 if scaling is None else scaling
+
+
+def startup_probe(attention: AttentionFunction, device: torch.device, transformer: Any) -> None:
+    """A forward and backward pass of two windows through ``attention`` (the function training calls), called as the
+    model's attention modules call it: query, key and value ``[1, H, T, D]`` in bf16, views of one projection each
+    as in training, the model's scaling, ``cu_seq_lens`` and ``max_length`` as ``model_inputs`` passes them."""
+    heads, head_size, scaling = attention_scaling(transformer)
+    tokens = 8
+
+    def projection() -> torch.Tensor:
+        x = torch.randn(1, tokens, heads * head_size, device=device, dtype=torch.bfloat16, requires_grad=True)
+        return x.view(1, tokens, heads, head_size).transpose(1, 2)
+
+    cu = torch.tensor([0, 3, tokens], device=device, dtype=torch.int32)
+    out, _ = attention(
+        None, projection(), projection(), projection(), None, scaling=scaling, dropout=0.0,
+        cu_seq_lens_q=cu, cu_seq_lens_k=cu, max_length_q=5, max_length_k=5,
+    )  # fmt: skip
+    out.float().sum().backward()
+    if device.type == "cuda":
         torch.cuda.synchronize(device)
-    except Exception as exc:  # the kernels' own message names the unsupported GPU or head size
-        name = torch.cuda.get_device_name(device)
-        capability = ".".join(map(str, torch.cuda.get_device_capability(device)))
-        raise PackedAttentionUnavailable(
-            f"attention: packed: varlen_attn does not run on {name} (compute capability {capability}) with "
-            f"{heads} heads of {head_dim} ({type(exc).__name__}: {exc}); its kernels need an Ampere or newer GPU "
-            f"(8.0+): {fix}"
-        ) from exc
 
 
 def enable(
@@ -331,8 +398,10 @@ def enable(
     """Switch ``model`` to packed attention when ``setting`` is ``packed``; True when it did.
 
     Checks first, so that a run that cannot pack stops before anything is computed: the model must be BERT, RoBERTa
-    or ELECTRA, and ``varlen_attn`` must run on ``device`` in bf16 for its heads. With ``SPURIOUS_PACKED_REFERENCE=1``
-    the block-diagonal reference runs instead, on any device (for checking; slow). The saved model's config does not
+    or ELECTRA, bf16 must be on, and a short pass of the attention the run will use must go through with the model's
+    heads and scaling (``startup_probe``): ``varlen_attn`` on a CUDA GPU, or with ``SPURIOUS_PACKED_REFERENCE=1`` the
+    block-diagonal reference, on any device (for checking; slow), which refuses what the kernel refuses
+    (``SPURIOUS_PACKED_REFERENCE=float32``: float32 too, and bf16 need not be on). The saved model's config does not
     record the switch."""
     check_attention_setting(setting, "training/prediction")
     if setting == "padded":
@@ -344,13 +413,40 @@ def enable(
             f"attention: packed supports {', '.join(FAMILIES)} models; this is a {family!r} model "
             f"({type(transformer or model).__name__}): set attention: padded for it"
         )
-    reference = os.environ.get(REFERENCE_ENV, "") == "1"
-    if not reference:
-        _check_varlen(device, bf16, transformer.config)
+    reference = os.environ.get(REFERENCE_ENV, "")
+    if reference not in ("", "0", "1", "float32"):
+        raise ValueError(f"{REFERENCE_ENV} must be 1 (the reference) or float32 (the reference in any precision), got {reference!r}")
+    fix = "set attention: padded"
+    if reference in ("", "0"):
+        _check_varlen(device)
+    if not bf16 and reference != "float32":
+        raise PackedAttentionUnavailable(
+            f"attention: packed runs flash-attention kernels, which have no float32 version, but bf16 is off for this "
+            f"run: set bf16: auto (or true), or {fix}"
+        )
+    implementation = {"1": REFERENCE_ATTENTION, "float32": REFERENCE_ANY_PRECISION}.get(reference, PACKED_ATTENTION)
+    attention = {PACKED_ATTENTION: varlen_attention, REFERENCE_ATTENTION: reference_attention,
+                 REFERENCE_ANY_PRECISION: reference_attention_any_precision}[implementation]  # fmt: skip
+    try:
+        startup_probe(attention, device, transformer)
+    except Exception as exc:  # the kernel's (or the reference's) own message names the unsupported GPU or head size
+        heads, head_size, _ = attention_scaling(transformer)
+        what, where, hint = "the packed reference", str(device), ""
+        if implementation == PACKED_ATTENTION:
+            capability = ".".join(map(str, torch.cuda.get_device_capability(device)))
+            what, where = "varlen_attn", f"{torch.cuda.get_device_name(device)} (compute capability {capability})"
+            hint = "; its kernels need an Ampere or newer GPU (8.0+) and a head size that is a multiple of 8 up to 256"
+        raise PackedAttentionUnavailable(
+            f"attention: packed: {what} does not run on {where} with {heads} heads of {head_size} "
+            f"({type(exc).__name__}: {exc}){hint}: {fix}"
+        ) from exc
     register()
-    transformer.set_attn_implementation(REFERENCE_ATTENTION if reference else PACKED_ATTENTION)
+    transformer.set_attn_implementation(implementation)
     if log is not None:
-        how = f"the block-diagonal reference ({REFERENCE_ENV}=1; for checking, slow)" if reference else "varlen_attn"
+        how = (
+            "varlen_attn" if implementation == PACKED_ATTENTION
+            else f"the block-diagonal reference ({REFERENCE_ENV}={reference}; for checking, slow)"
+        )  # fmt: skip
         log(
             f"attention: packed windows through {how}; no dropout on the attention probabilities "
             "(hidden-state dropout as configured)"
@@ -358,8 +454,8 @@ def enable(
     return True
 
 
-def use_reference(model: torch.nn.Module) -> None:
+def use_reference(model: torch.nn.Module, *, any_precision: bool = False) -> None:
     """Switch ``model`` (a transformers model) to the block-diagonal reference, whatever the device: what tests
-    compare with padding."""
+    compare with padding (``any_precision``: in float32 too, which the kernel and the default reference refuse)."""
     register()
-    _transformer(model).set_attn_implementation(REFERENCE_ATTENTION)
+    _transformer(model).set_attn_implementation(REFERENCE_ANY_PRECISION if any_precision else REFERENCE_ATTENTION)

@@ -16,7 +16,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import packing, registry
+from spurious.core import compiled, packing, registry
 from spurious.core.config import result_settings
 from spurious.core.data import sample_questions
 from spurious.core.engine import (
@@ -406,7 +406,7 @@ def train_qa(
         emit=emit,
         multiple=multiple,
         compile=s["compile"],
-        evaluations=total_steps // int(s["eval_every"] or total_steps) + 1,
+        evaluations=compiled.evaluations(total_steps, s["eval_every"]),
     )
     emit(
         f"training {model_name_or_path} on {device}{' (bf16)' if bf16 else ''}"

@@ -38,8 +38,9 @@ DEFAULT_SETTINGS: dict[str, Any] = {
     # padded, or packed: windows end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
     "attention": "padded",
     # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
-    # CUDA runs long enough to repay the compilation (spurious.core.compiled)
-    "compile": "auto",
+    # CUDA runs long enough to repay the compilation (spurious.core.compiled). off until a GPU run has measured
+    # compiled training (its losses against eager ones, its speed): auto and on are unmeasured (docs/gpu.md)
+    "compile": "off",
     # none, or a tracker the run is logged to, offline (an execution setting; spurious.core.tracking)
     "tracker": "none",
     "group_by_length": False,
