@@ -94,9 +94,11 @@ config-docs:
 # nltk_data/): each file from a public GitHub repository at a pinned commit, checked against its sha256 and stored
 # byte for byte as the reference mirror (GNU gzip compresses the .gz files). Later `make` runs use it as they use
 # ../shared (run `make data`, then the other targets). DATA_BASE_URL=http://host:port fetches the same paths from
-# another host (a local copy).
+# another host (a local copy; DATA_SOURCE_CHECKSUMS=file for sources it packed anew, see `spurious data fetch -h`).
 data: install
-	$(BIN)/spurious data fetch --out $(MIRROR) $(if $(DATA_BASE_URL),--base-url $(DATA_BASE_URL))
+	$(BIN)/spurious data fetch --out $(MIRROR) $(if $(DATA_BASE_URL),--base-url $(DATA_BASE_URL)) \
+		$(if $(DATA_SOURCE_CHECKSUMS),--source-checksums $(DATA_SOURCE_CHECKSUMS))
+
 # The plans of the four paper configs in docs/paper-configs.md and the profile's requests against them in
 # docs/slurm.md, from `spurious plan` and profiles/slurm (tests/core/test_plan_docs.py fails while they are stale).
 plan-docs:

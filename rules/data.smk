@@ -49,7 +49,7 @@ rule fetch_file:
     conda:
         "../envs/spurious.yaml"
     params:
-        fetch=lambda w: FETCHED_FILES[w.fetched_file],
+        fetch=lambda w: canonical(FETCHED_FILES[w.fetched_file]),
     script:
         "../workflow_scripts/common/fetch_file.py"
 

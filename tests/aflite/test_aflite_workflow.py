@@ -383,7 +383,11 @@ def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
     np.testing.assert_array_equal(pool_features, expected)  # aligned by id, the whole training split
     instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
     informative = instances["id"].astype(int) < 100
-    # k = 20 per iteration: the first four slices are informative pairs only, and every informative pair goes
+    # k = 20 per iteration: the first four slices are informative pairs only, and the informative pairs go but for
+    # the last one or two: once so few are left among ~100, a fit on t = 50 of them rarely sees the feature, and the
+    # pair stays because it is predicted below tau (measured at the stated C: one pair, id 97, score 0.6 < 0.75;
+    # the fits at 2C, before the two-label fix, happened to take it too)
     first_four = instances[(instances["removed_at"] >= 0) & (instances["removed_at"] < 4)]
     assert len(first_four) == 80 and (first_four["id"].astype(int) < 100).all()
-    assert (instances.loc[informative, "removed_at"] >= 0).all()
+    stayed = instances[informative & (instances["removed_at"] < 0)]
+    assert len(stayed) <= 2 and (stayed["last_score"] < 0.75).all(), stayed

@@ -1,8 +1,9 @@
 """A local HTTP server for the data-mirror tests: serves a folder on 127.0.0.1 with HTTP Range requests (as GitHub's
 raw host does), and can drop the connection part way through a file, once, to test resumed downloads.
 
-``python -m tests.core.data_server ROOT [--port N]`` serves ROOT until interrupted (a fresh clone's ``make data
-DATA_BASE_URL=http://127.0.0.1:N`` was proven against it). :func:`source_tree` lays out the mirror's source files as
+``python -m tests.core.data_server ROOT [--port N] [--from-mirror SHARED]`` serves ROOT until interrupted; with
+``--from-mirror`` it first lays ROOT out from a data mirror and writes ``ROOT/source-checksums.json``, for a fresh
+clone's ``make data DATA_BASE_URL=http://127.0.0.1:N DATA_SOURCE_CHECKSUMS=ROOT/source-checksums.json``. :func:`source_tree` lays out the mirror's source files as
 ``<owner>/<repo>/<commit>/<path>`` from a data mirror (../shared).
 """
 
@@ -12,6 +13,7 @@ import argparse
 import contextlib
 import gzip
 import http.server
+import json
 import shutil
 import threading
 import zipfile
@@ -109,11 +111,26 @@ def source_tree(shared: Path, root: Path) -> dict[str, str]:
     return replaced
 
 
+def lay_out(shared: Path, root: Path) -> Path:
+    """:func:`source_tree` into ``root``, and the checksums of the sources it packed anew in
+    ``root/source-checksums.json`` (for ``spurious data fetch --source-checksums``); returns that file."""
+    replaced = source_tree(shared, root)
+    sizes = {f.target: (root / f.repo / f.commit / f.path).stat().st_size for f in datamirror.FILES}
+    checksums = root / "source-checksums.json"
+    checksums.write_text(json.dumps({t: {"sha256": sha, "size": sizes[t]} for t, sha in replaced.items()}, indent=1))
+    return checksums
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("root", type=Path, help="the folder to serve")
     parser.add_argument("--port", type=int, default=8000)
+    parser.add_argument("--from-mirror", type=Path, metavar="SHARED",
+                        help="first lay out ROOT from the data mirror SHARED (source_tree) and write the checksums of "
+                             "the sources packed anew to ROOT/source-checksums.json (for --source-checksums)")
     args = parser.parse_args()
+    if args.from_mirror is not None:
+        print(f"laid out; source checksums in {lay_out(args.from_mirror, args.root)}", flush=True)
     server = Server(args.root.resolve(), port=args.port)
     print(f"serving {args.root} at {server.url}", flush=True)
     server.serve_forever()

@@ -10,13 +10,14 @@ from __future__ import annotations
 
 import dataclasses
 import hashlib
+import json
 import re
 
 import pytest
 
 from spurious.core import datamirror, urlfetch
 from tests.conftest import SHARED
-from tests.core.data_server import serving, source_tree
+from tests.core.data_server import lay_out, serving, source_tree
 
 SST2_DEV = next(f for f in datamirror.FILES if f.target == "data/sst2/dev.tsv")
 
@@ -120,3 +121,33 @@ def test_the_docs_list_every_mirror_file_with_its_source_and_checksum():
     for entry in datamirror.FILES:
         row = next((line for line in text.splitlines() if line.startswith(f"| `{entry.target}` |")), "")
         assert f"{entry.repo}@{entry.commit[:7]}" in row and entry.commit in row and entry.stored_sha256 in row, entry
+
+
+def test_a_local_copy_that_packed_a_source_anew_gives_its_checksum_and_the_rest_stays_checked(tmp_path, capsys):
+    """`make data DATA_BASE_URL=... DATA_SOURCE_CHECKSUMS=...` against `data_server --from-mirror`: the rebuilt SQuAD
+    zip has other bytes than GitHub's, so the copy names its checksum; the extracted and stored files are still the
+    reference's, and a replaced checksum for a file without one of its own is refused."""
+    from spurious.cli import main
+
+    squad = next(f for f in datamirror.FILES if f.member is not None)
+    root = tmp_path / "github"
+    checksums = lay_out(SHARED, root)
+    given = json.loads(checksums.read_text())
+    assert list(given) == [squad.target] and given[squad.target]["sha256"] != squad.sha256
+    with serving(root) as server:
+        # without the copy's checksum the repacked zip is refused
+        assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 2
+        assert f"expected {squad.sha256}" in capsys.readouterr().err
+        only_squad = [f for f in datamirror.FILES if f.target == squad.target]
+        files = datamirror.with_source_checksums(checksums, only_squad)
+        datamirror.build(tmp_path / "m", base_url=server.url, files=files, log=lambda _: None)
+    assert (tmp_path / "m" / squad.target).read_bytes() == (SHARED / squad.target).read_bytes()
+    plain = next(f for f in datamirror.FILES if f.member is None and f.payload_sha256 is None)
+    checksums.write_text(json.dumps({plain.target: {"sha256": "0" * 64, "size": 1}}))
+    with pytest.raises(datamirror.MirrorError, match="has no checksum of its own"):
+        datamirror.with_source_checksums(checksums)
+    checksums.write_text(json.dumps({"data/nope.json": {"sha256": "0" * 64, "size": 1}}))
+    with pytest.raises(datamirror.MirrorError, match="data/nope.json is not a file of the mirror"):
+        datamirror.with_source_checksums(checksums)
+    assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--source-checksums", str(checksums)]) == 2
+    assert "--source-checksums is for a local copy" in capsys.readouterr().err

