@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -186,3 +187,15 @@ def test_the_index_page_carries_the_footer(tmp_path):
     results_index.write_index([], [], out, footer=provenance.footer_html(provenance.page_record()))
     page = out.read_text()
     assert "<footer class='provenance'>" in page and "Python" in page and page.index("<footer") > page.index("<h1>")
+
+
+def test_a_job_without_torch_records_the_installed_build_without_importing_it():
+    """A report job never imports torch (2 s); its record reads the build from torch/version.py and saw no GPU."""
+    script = ("import sys; from spurious.core import provenance as p; e = p.environment(); "
+              "print(e['torch'], e['cuda'], e['gpu_count'], 'torch' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True).stdout.split()
+    import torch
+
+    assert out == [torch.__version__, str(torch.version.cuda), "0", "False"]
+    assert provenance.cuda_of_version_py("__version__ = '2.13.0+cu128'\ncuda: Optional[str] = '12.8'\n") == "12.8"
+    assert provenance.cuda_of_version_py("cuda: Optional[str] = None\n") is None

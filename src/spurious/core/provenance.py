@@ -25,7 +25,9 @@ import html
 import json
 import os
 import platform
+import re
 import subprocess
+import sys
 from collections.abc import Iterable, Mapping
 from datetime import UTC, datetime
 from functools import cache
@@ -68,20 +70,49 @@ def _version(distribution: str) -> str | None:
         return None
 
 
+def _torch_build_cuda() -> str | None:
+    """The CUDA version torch was built with, read from ``torch/version.py`` without importing torch (seconds)."""
+    from importlib.util import find_spec
+
+    spec = find_spec("torch")
+    folders = list(spec.submodule_search_locations or []) if spec is not None else []
+    for folder in folders:
+        try:
+            text = (Path(folder) / "version.py").read_text()
+        except OSError:
+            continue
+        return cuda_of_version_py(text)
+    return None
+
+
+def cuda_of_version_py(text: str) -> str | None:
+    """The ``cuda`` value of a ``torch/version.py`` (``cuda: Optional[str] = '12.8'``; None for a CPU build)."""
+    found = re.search(r"^cuda(?:: [^=]+)? = (?:'([^']*)'|\"([^\"]*)\")", text, flags=re.MULTILINE)
+    return (found.group(1) or found.group(2) or None) if found else None
+
+
 def environment(root: str | os.PathLike = REPO_ROOT) -> dict[str, Any]:
     """The code and the machine: package version, git commit and dirty flag, Python, torch, transformers, CUDA,
-    cuDNN, the GPUs this process sees (name of the first, count). Call it after training: it initialises CUDA."""
-    import torch
-
+    cuDNN, the GPUs this process used (name of the first, count). Call it after training: it initialises CUDA. A job
+    that never imported torch (a table, a report) used no GPU: its record gives torch's version and build from the
+    installed package, no cuDNN and 0 GPUs, without the seconds an import of torch takes."""
     commit, dirty = git_state(root)
-    cuda = torch.version.cuda
-    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
-    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    return {
+    base = {
         "package_version": _version("spurious"),
         "git_commit": commit,
         "git_dirty": dirty,
         "python": platform.python_version(),
+    }
+    if "torch" not in sys.modules:
+        return {**base, "torch": _version("torch"), "transformers": _version("transformers"),
+                "cuda": _torch_build_cuda(), "cudnn": None, "gpu_name": None, "gpu_count": 0}
+    import torch
+
+    cuda = torch.version.cuda
+    cudnn = torch.backends.cudnn.version() if torch.backends.cudnn.is_available() else None
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    return {
+        **base,
         "torch": str(torch.__version__),
         "transformers": _version("transformers"),
         "cuda": cuda,
