@@ -2,7 +2,7 @@
 
 The tiny workflow of tests/core/test_workflow.py runs through `--workflow-profile profiles/slurm` unchanged; the only
 test-only flags are the status command and the status-check interval (TEST_ONLY_FLAGS: the cluster has no accounting
-database, so `squeue` instead of `sacct`, and a 2 s first check instead of 40 s). While it runs, its training job is
+database, so `squeue` instead of `sacct`; a 2 s first check instead of 40 s, then every 3 s instead of 10). While it runs, its training job is
 sent SLURM's time-limit warning (SIGUSR1 to the job's steps, as the profile's `--signal=USR1@600` delivers it) once it
 has saved a checkpoint, and its retry is cancelled with `scancel` once it has saved a later one: each failure must be
 reported with SLURM's state, each retry (the profile's `retries: 2`) must resume from the step the attempt before
@@ -37,7 +37,8 @@ pytestmark = pytest.mark.skipif(not CLUSTER, reason="no SLURM cluster: run `make
 
 PROFILE = REPO / "profiles" / "slurm"
 # The only flags this test adds to the profile: how job states are read on a cluster without slurmdbd.
-TEST_ONLY_FLAGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2")
+TEST_ONLY_FLAGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
+                   "--seconds-between-status-checks", "3")
 # the workflow run, the signal, the cancellation and the retries included (run.sh: 6 min in all; on a machine shared with
 # other work, raise both: SLURM_TEST_LIMIT_S and SPURIOUS_SLURM_RUN_LIMIT_S)
 RUN_LIMIT_S = int(os.environ.get("SPURIOUS_SLURM_RUN_LIMIT_S", "270"))
@@ -161,14 +162,26 @@ def test_a_warned_and_a_cancelled_training_resume_each_at_its_saved_step(cluster
     summary = json.loads((cluster_run["work"] / "results/models/minilm/seed0/training.json").read_text())
     assert summary["steps"] == STEPS
     # SIGUSR1 (the time-limit warning) and scancel's SIGTERM each reach the training process, which saves a
-    # checkpoint where it stands and exits (TrainingPreempted); each retry resumes exactly there
-    train_log = (cluster_run["work"] / "results/logs/train/minilm_seed0.log").read_text()
-    saved = {sig: int(step) for sig, step in re.findall(r"received (SIGUSR1|SIGTERM): checkpoint saved at step (\d+)",
-                                                         train_log)}  # fmt: skip
-    assert set(saved) == {"SIGUSR1", "SIGTERM"}, train_log[-4000:]
+    # checkpoint where it stands and exits (TrainingPreempted); each retry resumes exactly there. Snakemake empties
+    # the rule's log before each attempt, so the stopped attempts tell it in their SLURM logs (the training says a
+    # stop and a resume on its own stderr too; SLURM logs of failed jobs are kept), the last in the rule's log.
+    work = cluster_run["work"]
+
+    def slurm_log(job: str) -> str:
+        found = list((work / ".snakemake" / "slurm_logs").rglob(f"{job}.log"))
+        assert len(found) == 1, (job, found)
+        return found[0].read_text()
+
+    attempts = [slurm_log(cluster_run["warned"]), slurm_log(cluster_run["cancelled"])]
+    train_log = (work / "results/logs/train/minilm_seed0.log").read_text()
+    pattern = r"received (SIGUSR1|SIGTERM): checkpoint saved at step (\d+)"
+    saved = [{sig: int(step) for sig, step in re.findall(pattern, text)} for text in attempts]
+    assert saved[0].keys() == {"SIGUSR1"} and saved[1].keys() == {"SIGTERM"}, attempts[1][-4000:]
+    saved = {**saved[0], **saved[1]}
     assert EVERY <= saved["SIGUSR1"] < saved["SIGTERM"] < STEPS, saved
     assert saved["SIGUSR1"] == cluster_run["warned_saved"]  # the checkpoint left when attempt 1 ended
-    resumed = [int(s) for s in re.findall(rf"resuming from \S+ \(step (\d+)/{STEPS}\)", train_log)]
+    resumed = [int(s) for text in (attempts[1], train_log)
+               for s in re.findall(rf"resuming from \S+ \(step (\d+)/{STEPS}\)", text)]
     assert resumed == [saved["SIGUSR1"], saved["SIGTERM"]], train_log[-4000:]
     assert summary["resumed_from_step"] == saved["SIGTERM"]
 

@@ -42,6 +42,7 @@ import multiprocessing
 import os
 import shutil
 import signal
+import sys
 import time
 import traceback
 import warnings
@@ -240,6 +241,16 @@ def _split(rows: np.ndarray, rank: int, processes: int) -> tuple[np.ndarray, flo
     return mine, len(mine) * processes / len(rows)
 
 
+
+def _announce(emit: LogFn, message: str, rank: int) -> None:
+    """``emit`` a stop or a resume, and say it on the process's own stderr too where a workflow job sent its logging
+    to the rule's log (``runlog.setup``): Snakemake empties that log before each attempt, so a retried job's earlier
+    attempts would leave no word of where they stopped; their stderr (the SLURM log of each attempt, kept for a
+    failed one; the console of a local run) keeps it."""
+    emit(message)
+    if rank == 0 and sys.__stderr__ is not None and sys.stderr is not sys.__stderr__:
+        print(f"spurious: {message}", file=sys.__stderr__, flush=True)
+
 def train(
     model: torch.nn.Module,
     loss_fn: LossFn,
@@ -301,7 +312,7 @@ def train(
     state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
-        emit(f"resuming from {ckpt} (step {state.step}/{total_steps})")
+        _announce(emit, f"resuming from {ckpt} (step {state.step}/{total_steps})", rank)
     record, update = _compile_step(
         accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps, device, emit
     )
@@ -408,7 +419,8 @@ def train(
             read_losses()
             path = checkpoint()
             signum = guard.signum if guard.signum is not None else signal.SIGTERM  # another process's signal
-            emit(f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}")
+            _announce(emit, f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}",
+                      rank)
             raise TrainingPreempted(signum, state.step, path) from None
         finally:
             if track != "none":
