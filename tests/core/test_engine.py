@@ -16,8 +16,8 @@ from safetensors.torch import load_file
 
 from spurious.core import classification, classifier, engine
 from spurious.core.models import load_tokenizer
+from tests.conftest import SHARED  # the data mirror: $SPURIOUS_SHARED (make data's mirror/), else ../shared
 
-SHARED = Path(__file__).resolve().parents[3] / "shared"
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 # batch 7 over 2 processes: shares of 4 and 3 rows; 45 rows: the epoch's last micro-batch has 3 (2 and 1)
 SETTINGS = {

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.conftest import REPO
+from tests.conftest import REPO, SHARED
 from tests.rehearse.reordered import merged, reversed_mappings, write_reordered
 
 SHIPPED = [
@@ -68,7 +68,7 @@ def test_the_reordered_copy_reverses_every_mapping_and_keeps_the_content() -> No
 @pytest.mark.parametrize("configs", SHIPPED, ids=["+".join(Path(c).stem for c in cs) for cs in SHIPPED])
 def test_a_reordered_config_gives_every_job_the_same_params(configs: list[str], tmp_path: Path,
                                                             monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("SPURIOUS_DATA_MIRROR", str(REPO.parent / "shared" / "data"))
+    monkeypatch.setenv("SPURIOUS_DATA_MIRROR", str(SHARED / "data"))
     files = [REPO / c for c in configs]
     reordered = write_reordered(files, tmp_path / "reordered.yaml")
     original = trigger_params(files, tmp_path / "a")
