@@ -265,3 +265,30 @@ def test_the_rules_that_fetch_are_the_local_ones():
     text = (REPO / "rules" / "data.smk").read_text()
     block = re.search(r"^localrules:\n((?:    \w+,\n)+)", text, re.MULTILINE)
     assert block and set(re.findall(r"\w+", block.group(1))) == {"download", "fetch_model", "fetch_file"}
+
+
+def test_a_fetched_folder_passed_on_by_its_caller_is_not_logged_as_a_local_load(tmp_path, monkeypatch, caplog):
+    """A caller that resolves a name and loads the folder it got (the in-context LM, a trained classifier's audit)
+    loads through the fetch record once: the folder is not logged again as a local folder outside the run, which the
+    rehearsal refuses."""
+    import logging
+
+    from spurious.core import models
+
+    folder = tmp_path / "snapshot"
+    folder.mkdir()
+    (folder / "config.json").write_text("{}")
+    monkeypatch.setattr(models, "_FETCHED", {})
+    monkeypatch.setattr(models, "_LOGGED", set())
+    monkeypatch.setattr(models, "_REQUIRE_FETCHED", True)
+    models.use_fetched("org/model", lambda: str(folder), revision="a" * 40, record="results/sources/models/x.json")
+    with caplog.at_level(logging.INFO, logger="spurious.core.models"):
+        assert models.resolve_model("org/model") == str(folder)
+        assert models.resolve_model(str(folder)) == str(folder)
+        other = tmp_path / "trained"
+        other.mkdir()
+        (other / "config.json").write_text("{}")
+        assert models.resolve_model(str(other)) == str(other)
+    sources = [json.loads(r.getMessage().split("model load: ", 1)[1])["source"] for r in caplog.records
+               if "model load: " in r.getMessage()]
+    assert sources == ["fetched", "local"]  # the snapshot once, through its record; the other folder as local

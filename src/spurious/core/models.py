@@ -127,7 +127,8 @@ def resolve_model(name_or_path: str | os.PathLike, *, through_records: bool = Tr
     if path.exists():
         if not (path / "config.json").is_file():
             raise ModelResolutionError(f"{path} exists but holds no config.json: not a transformers checkpoint")
-        if _REQUIRE_FETCHED and through_records:
+        # a folder already resolved from a fetch record (a caller passing it on) was logged as that record's load
+        if _REQUIRE_FETCHED and through_records and all(f.checked != str(path.resolve()) for f in _FETCHED.values()):
             _log_load(name, str(path.resolve()), "local")
         return str(path.resolve())
     if not _is_hub_id(name):

@@ -33,7 +33,7 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core.models import from_pretrained, resolve_model
+from spurious.core.models import from_pretrained
 from spurious.core.training import pad_multiple, padded_width, pick_device, use_bf16
 
 logger = logging.getLogger(__name__)
@@ -129,9 +129,8 @@ def load_causal_lm(name_or_path: str | os.PathLike) -> tuple[Any, Any]:
     """The causal LM and its tokenizer (a hub id, a local folder)."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    resolved = resolve_model(name_or_path)
-    tokenizer = from_pretrained(AutoTokenizer, resolved)
-    model = from_pretrained(AutoModelForCausalLM, resolved)
+    tokenizer = from_pretrained(AutoTokenizer, name_or_path)
+    model = from_pretrained(AutoModelForCausalLM, name_or_path)
     if not getattr(model.config, "is_decoder", True) and "CausalLM" not in type(model).__name__:
         raise ValueError(f"{name_or_path}: in-context learning needs a causal LM, got {type(model).__name__}")
     return model, tokenizer
