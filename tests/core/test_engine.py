@@ -602,3 +602,22 @@ def test_a_damaged_checkpoint_is_named_with_what_to_do(tiny_bert, train_rows, tm
     assert message.startswith(f"{ckpt}: not a readable training checkpoint (")
     assert message.endswith(f"; delete {out / 'ck'} to start the run afresh (only the newest checkpoint is kept)")
     assert "\n" not in message
+
+
+def test_a_stop_and_a_resume_are_said_on_the_processs_own_stderr_too(monkeypatch, capfd):
+    """Snakemake empties a rule's log before each retry: where a job's logging goes to that log (runlog.setup
+    replaces sys.stderr), a stop or a resume is also written to the process's own stderr (each attempt's SLURM log),
+    by the first process only."""
+    import io
+    import sys
+
+    logged: list[str] = []
+    monkeypatch.setattr(sys, "stderr", io.StringIO())
+    engine._announce(logged.append, "received SIGUSR1: checkpoint saved at step 5 in ckpt", 0)
+    engine._announce(logged.append, "received SIGUSR1: checkpoint saved at step 5 in ckpt (rank 1)", 1)
+    assert logged == ["received SIGUSR1: checkpoint saved at step 5 in ckpt",
+                      "received SIGUSR1: checkpoint saved at step 5 in ckpt (rank 1)"]
+    assert capfd.readouterr().err == "spurious: received SIGUSR1: checkpoint saved at step 5 in ckpt\n"
+    monkeypatch.setattr(sys, "stderr", sys.__stderr__)  # not redirected: the log line is the stderr line already
+    engine._announce(logged.append, "resuming from ckpt (step 5/40)", 0)
+    assert capfd.readouterr().err == ""

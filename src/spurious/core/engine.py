@@ -241,7 +241,6 @@ def _split(rows: np.ndarray, rank: int, processes: int) -> tuple[np.ndarray, flo
     return mine, len(mine) * processes / len(rows)
 
 
-
 def _announce(emit: LogFn, message: str, rank: int) -> None:
     """``emit`` a stop or a resume, and say it on the process's own stderr too where a workflow job sent its logging
     to the rule's log (``runlog.setup``): Snakemake empties that log before each attempt, so a retried job's earlier
@@ -250,6 +249,7 @@ def _announce(emit: LogFn, message: str, rank: int) -> None:
     emit(message)
     if rank == 0 and sys.__stderr__ is not None and sys.stderr is not sys.__stderr__:
         print(f"spurious: {message}", file=sys.__stderr__, flush=True)
+
 
 def train(
     model: torch.nn.Module,
