@@ -212,7 +212,7 @@ test: lint unit
 
 # The shipped SLURM profile on a real one-node cluster (Debian's slurm-wlm and munge, installed as root when missing):
 # the tiny workflow, a cancelled and resumed training job, the group jobs' requests, a request no node can meet and
-# the paper config's plan; daemons stopped by PID; a hard 6-minute limit (tests/slurm/run.sh).
+# the paper config's plan; daemons stopped by PID; a hard 8-minute limit (tests/slurm/run.sh).
 test-slurm: install-dev
 	bash tests/slurm/run.sh
 

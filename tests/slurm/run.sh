@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # `make test-slurm`: installs Debian's slurm-wlm and munge (as root) when missing, starts a one-node cluster shaped
 # like profiles/slurm (tests/slurm/cluster.sh), runs tests/slurm against it and stops every daemon it started, by PID,
-# whatever happens. The failure mode under test is a hang, so everything runs under one hard limit (6 minutes).
+# whatever happens. The failure mode under test is a hang, so everything runs under one hard limit (8 minutes).
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-LIMIT_S=${SLURM_TEST_LIMIT_S:-360}
+LIMIT_S=${SLURM_TEST_LIMIT_S:-480}
 started=$(date +%s)
 dir=$(mktemp -d /tmp/spurious-slurm.XXXXXX)
 cleanup() {
