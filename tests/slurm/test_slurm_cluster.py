@@ -1,9 +1,10 @@
 """The shipped SLURM profile on a real one-node cluster (tests/slurm/cluster.sh, started by `make test-slurm`).
 
-The tiny workflow of tests/core/test_workflow.py (three of its heuristics) runs through `--workflow-profile profiles/slurm`; the only
-test-only flags are the status command and the status-check interval (TEST_ONLY_FLAGS: the cluster has no accounting
-database, so `squeue` instead of `sacct`; a 2 s first check instead of 40 s; the plugin then waits 10 s longer after each
-check that finds no job finished, so each job on the critical path costs 14, 36 or 68 s). While it runs, its training job is
+The tiny workflow of tests/core/test_workflow.py (three of its heuristics) runs through `--workflow-profile
+profiles/slurm`; the only test-only flags are the status command and the status-check interval (TEST_ONLY_FLAGS: the
+cluster has no accounting database, so `squeue` instead of `sacct`; a 2 s first check instead of 40 s; the plugin
+then waits 10 s longer after each check that finds no job finished, so each job on the critical path costs 14, 36 or
+68 s). While it runs, its training job is
 sent SLURM's time-limit warning (SIGUSR1 to the job's steps, as the profile's `--signal=USR1@600` delivers it) once it
 has saved a checkpoint, and its retry is cancelled with `scancel` once it has saved a later one: each failure must be
 reported with SLURM's state, each retry (the profile's `retries: 2`) must resume from the step the attempt before
