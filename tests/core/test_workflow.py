@@ -58,12 +58,13 @@ def job_counts(output: str) -> dict[str, int]:
     return counts
 
 
-def tiny_config(tmp: Path, **training) -> Path:
-    """A small SQuAD-format file built from real dev records, and a config running every rule on it."""
+def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
+    """A small SQuAD-format file built from real dev records (the first ``paragraphs`` paragraphs of each of the
+    ``TINY_ARTICLES``), and a config running every rule on it."""
     with gzip.open(SQUAD_DEV, "rt") as fh:
         payload = json.load(fh)
     payload["data"] = [
-        dict(article, paragraphs=article["paragraphs"][:6]) for i, article in enumerate(payload["data"]) if i in TINY_ARTICLES
+        dict(article, paragraphs=article["paragraphs"][:paragraphs]) for i, article in enumerate(payload["data"]) if i in TINY_ARTICLES
     ]
     data_file = tmp / "tiny_squad.json"
     data_file.write_text(json.dumps(payload))
