@@ -30,7 +30,7 @@ def tiny_debias_run(tmp_path_factory):
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["segments"] = []
     cfg["human"] = None  # the chain reads no Human row: 9 jobs fewer
-    # two heuristics, not seven: every run's bias search is a job of its own (26 instead of 91), and the chain needs
+    # two heuristics, not seven: every run's bias search is a job of its own (20 instead of 70), and the chain needs
     # only word-dist (its segments) and ans-len (the searches the test reads)
     cfg["heuristics"]["names"] = ["word-dist", "ans-len"]
     cfg["datasets"]["nq"] = {
