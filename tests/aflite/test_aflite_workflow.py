@@ -16,7 +16,7 @@ from spurious.aflite import text as aflite_text
 from spurious.core import classification, classifier
 from tests.aflite.test_aflite_ood import write_hans
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 
@@ -58,8 +58,7 @@ def test_paper_aflite_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     assert counts["aflite_ood_finetune"] == 3 * 6 and counts["aflite_ood_predict"] == (1 + 1 + 6 + 3) * 6
     assert counts["aflite_ood_report"] == 1
     assert "results/aflite/ood/anli_r2/finetuned/roberta_large/aflite_n182k/seed0/model" in proc.stdout
-    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-aflite.yaml")).stdout
-    assert "gpu=" not in plain
+    assert_no_gpu_without_the_profile(tmp_path, REPO / "configs" / "paper-aflite.yaml", proc.stdout)
 
 
 def _planned_jobs(output: str) -> list[dict[str, str]]:

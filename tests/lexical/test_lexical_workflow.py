@@ -15,7 +15,7 @@ from spurious.core import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
 from tests.rehearse.reordered import write_reordered
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -55,8 +55,7 @@ def test_paper_lexical_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     assert counts["lexical_train"] == 3 * (6 + 2) and counts["lexical_reweight"] == 4 and counts["lexical_bigrams"] == 4
     assert "results/lexical/mnli/reweight/summary.json" in proc.stdout
     assert "results/lexical/mnli/permutation" not in proc.stdout
-    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-lexical.yaml")).stdout
-    assert "gpu=" not in plain
+    assert_no_gpu_without_the_profile(tmp_path, REPO / "configs" / "paper-lexical.yaml", proc.stdout)
 
 
 def _tiny_config(tmp):

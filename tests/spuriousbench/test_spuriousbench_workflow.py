@@ -12,7 +12,7 @@ import yaml
 
 from spurious.spuriousbench import construction as sb
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, job_counts, snakemake
+from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
 
 SST2 = SHARED / "data" / "sst2"
 
@@ -50,8 +50,7 @@ def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     # §5 in-context learning: 3 open-model rows on both subsets, 2 more (Figs. 4-5) on SST-2, 3 draws each
     assert counts["spurious_icl"] == 18 * 5 * 3 + len(sb.MNLI_FEATURES) * 3 * 3
     assert "results/spurious/mnli/predictions/overlap/lexical_overlap/pythia_12b_words/icl/seed2.metrics.json" in proc.stdout
-    plain = snakemake(tmp_path, "-n", "--configfile", str(REPO / "configs" / "paper-spurious.yaml")).stdout
-    assert "gpu=" not in plain
+    assert_no_gpu_without_the_profile(tmp_path, REPO / "configs" / "paper-spurious.yaml", proc.stdout)
 
 
 TRAINING = {"batch_size": 16, "max_steps": 4, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
@@ -92,12 +91,13 @@ def _tiny_config(tmp):
                     "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
                     "features": ["punctuation:exclamation", "determiner:a", "prefix:my_thought"],
                     "train_features": ["punctuation:exclamation", "determiner:a"],
-                    "models": ["minilm", "random", "tiny_lm"],
+                    "models": ["minilm", "tiny_lm"],
                 },
-                # App. D: the same source with the negative label as the target, one feature, one model
+                # App. D: the same source with the negative label as the target, one feature; BitFit, and the
+                # randomly initialised control here (one feature is enough for it: the same rules as on sst2)
                 "sst2_negative": {
                     "source": "sst2", "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
-                    "target_label": 0, "features": ["punctuation:exclamation"], "models": ["bitfit_only"],
+                    "target_label": 0, "features": ["punctuation:exclamation"], "models": ["bitfit_only", "random"],
                 },
             },
             "models": {
@@ -122,9 +122,9 @@ def _tiny_config(tmp):
 def tiny_run(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("spurious")
     config = _tiny_config(tmp)
-    plan = job_counts(snakemake(tmp, "-n", "--configfile", str(config)).stdout)
-    assert plan["spurious_train"] == 2 * 3 + 1 and plan["spurious_build"] == 3 + 1 and plan["spurious_icl"] == 2
-    snakemake(tmp, "--cores", WORKFLOW_CORES, "--configfile", str(config))
+    proc = snakemake(tmp, "--cores", WORKFLOW_CORES, "--configfile", str(config))
+    plan = job_counts(proc.stdout + proc.stderr)  # the run's own job stats
+    assert plan["spurious_train"] == 2 * 2 + 2 and plan["spurious_build"] == 3 + 1 and plan["spurious_icl"] == 2
     return tmp / "results"
 
 
@@ -151,21 +151,21 @@ def test_tiny_run_builds_the_configured_prevalence_and_strength_exactly(tiny_run
 
 def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
-    # 2 features x (minilm finetune, minilm balanced, random finetune, tiny_lm icl), 1 BitFit
-    assert len(gaps) == 2 * 4 + 1
-    gaps = gaps[gaps["dataset"] == "sst2"]
-    for feature in ("punctuation/exclamation", "determiner/a"):
-        for run in ("minilm/finetune", "minilm/balanced", "random/finetune"):
-            base = tiny_run / "spurious/sst2/predictions" / feature / run
-            pred = pd.read_parquet(f"{base}/seed0.parquet")
-            metrics = json.loads((base / "seed0.metrics.json").read_text())
-            sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
-            cnt = pred.loc[pred["group"] == "counter", "correct"].mean()
-            assert metrics["gap"] == pytest.approx(sup - cnt) and metrics["n_supporting"] == (pred["group"] == "supporting").sum()
-            row = gaps[(gaps["feature"] == sb.feature_from_path(feature)) & (gaps["model"] == run.split("/")[0])
-                       & (gaps["method"] == run.split("/")[1])]
-            assert row["gap"].item() == pytest.approx(100 * (sup - cnt), abs=0.05)
-            assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and metrics["n_dev"] == 50
+    # 2 features x (minilm finetune, minilm balanced, tiny_lm icl); on sst2_negative: BitFit and random finetune
+    assert len(gaps) == 2 * 3 + 2
+    runs = [("sst2", feature, run) for feature in ("punctuation/exclamation", "determiner/a")
+            for run in ("minilm/finetune", "minilm/balanced")] + [("sst2_negative", "punctuation/exclamation", "random/finetune")]  # fmt: skip
+    for dataset, feature, run in runs:
+        base = tiny_run / "spurious" / dataset / "predictions" / feature / run
+        pred = pd.read_parquet(f"{base}/seed0.parquet")
+        metrics = json.loads((base / "seed0.metrics.json").read_text())
+        sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
+        cnt = pred.loc[pred["group"] == "counter", "correct"].mean()
+        assert metrics["gap"] == pytest.approx(sup - cnt) and metrics["n_supporting"] == (pred["group"] == "supporting").sum()
+        row = gaps[(gaps["dataset"] == dataset) & (gaps["feature"] == sb.feature_from_path(feature))
+                   & (gaps["model"] == run.split("/")[0]) & (gaps["method"] == run.split("/")[1])]
+        assert row["gap"].item() == pytest.approx(100 * (sup - cnt), abs=0.05)
+        assert 0.0 <= metrics["dev_accuracy"] <= 1.0 and metrics["n_dev"] == 50
     assert metrics["model_kind"] == "random"
     sizes = pd.read_csv(tiny_run / "report/spurious/sizes.csv")
     sizes = sizes[sizes["dataset"] == "sst2"]

@@ -24,9 +24,9 @@ def tiny_debias_run(tmp_path_factory):
     A 6-step model has no measurable bias, so the word-dist threshold is given (debias.fixed_thresholds) instead
     of searched; the searched path is the same rule with the bias result as input (see the demo-debias dry-run)."""
     work = tmp_path_factory.mktemp("tiny_debias")
-    # 3 paragraphs of each article (105 questions, not 207): every prediction, logit and heuristic job reads half as
+    # 2 paragraphs of each article (72 questions, not 207): every prediction, logit and heuristic job reads a third as
     # much, and no assertion below depends on the size
-    cfg_path = tiny_config(work, paragraphs=3)
+    cfg_path = tiny_config(work, paragraphs=2)
     cfg = yaml.safe_load(cfg_path.read_text())
     cfg["segments"] = []
     cfg["human"] = None  # the chain reads no Human row: 9 jobs fewer
