@@ -88,7 +88,7 @@ install-dev: $(VENV)/.installed-dev
 # venv as it is: it never installs or updates anything.
 config-docs:
 	@test -x $(BIN)/python || { echo "config-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
-	$(BIN)/python -m spurious.core.config_docs
+	$(BIN)/python -m spurious.workflow.config_docs
 
 # The data mirror from its public sources (`spurious data fetch`, docs/running.md#data) into $(MIRROR)/ (data/ and
 # nltk_data/): each file from a public GitHub repository at a pinned commit, checked against its sha256 and stored
@@ -103,7 +103,7 @@ data: install
 # docs/slurm.md, from `spurious plan` and profiles/slurm (tests/core/test_plan_docs.py fails while they are stale).
 plan-docs:
 	@test -x $(BIN)/python || { echo "plan-docs: no $(BIN)/python; run make install first" >&2; exit 1; }
-	$(BIN)/python -m spurious.core.plan_docs
+	$(BIN)/python -m spurious.workflow.plan_docs
 
 # The main workflow on the embedded config.yaml (offline, CPU; budget: 30 min on 2 cores), then the HTML report.
 # Budgets are what a target is designed to stay under; measured times: docs/measured-results.md.

@@ -11,7 +11,7 @@ from snakemake.utils import min_version
 
 from spurious.core import hub
 from spurious.core.config import validate_config
-from spurious.core.slurm import (
+from spurious.workflow.slurm import (
     apply_size_requests,
     check_workflow,
     is_slurm_run,
@@ -99,13 +99,13 @@ report: "report/workflow.rst"
 
 
 # A resource the profile gives per size class, `by_size(small=..., large=...)` (profiles/slurm), becomes the value for
-# the model each job trains or runs (MODEL_OF_RULE, spurious.core.sizes): a BiLSTM and RoBERTa-large ask differently.
+# the model each job trains or runs (MODEL_OF_RULE, spurious.workflow.sizes): a BiLSTM and RoBERTa-large ask differently.
 apply_size_requests(workflow, MODEL_OF_RULE)
 
 
 # Under the slurm executor, before the first submission: every job's CPUs, memory, GPUs and runtime against the
 # largest node of its partition (sinfo). SLURM keeps a request no node can meet PENDING forever; this fails at once,
-# naming the rule and the profile setting to change (spurious.core.slurm, docs/slurm.md).
+# naming the rule and the profile setting to change (spurious.workflow.slurm, docs/slurm.md).
 onstart:
     if is_slurm_run(workflow):
         check_workflow(workflow)

@@ -1,5 +1,5 @@
 # results/index.html: every table and figure in results/, by paper, with its caption and a thumbnail, and links to
-# the HTML reports (spurious.core.results_index). Part of `all`; `make report*` reruns it after writing the
+# the HTML reports (spurious.workflow.results_index). Part of `all`; `make report*` reruns it after writing the
 # Snakemake report, so that the index links it.
 
 

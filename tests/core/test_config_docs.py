@@ -6,7 +6,7 @@ import re
 
 import pytest
 
-from spurious.core import config_docs
+from spurious.workflow import config_docs
 from spurious.core.config import load_schema
 
 # An unescaped | splits a GitHub table cell, inside code spans too.
@@ -40,7 +40,7 @@ def _property_names(node) -> set[str]:
 
 def test_config_md_is_current():
     assert config_docs.DOC_PATH.read_text() == config_docs.render(), (
-        "docs/config.md is stale: regenerate it with `make config-docs` (python -m spurious.core.config_docs)"
+        "docs/config.md is stale: regenerate it with `make config-docs` (python -m spurious.workflow.config_docs)"
     )
 
 

@@ -313,7 +313,7 @@ def counted(mp: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     import spurious.audit.classification as audit_classification
     import spurious.core.classifier as classifier
     import spurious.core.metrics as metrics
-    import spurious.core.plan as plan
+    import spurious.workflow.plan as plan
     import spurious.core.qa as qa
     import spurious.lexical.bilstm as bilstm
     import spurious.lexical.features as lexical
@@ -376,10 +376,10 @@ def run_case(case: Case, workspace: Path) -> Outcome:
 
 
 def _run_job(case: Case, workspace: Path) -> Outcome:
-    """``case.job`` as a workflow job's script runs it: after :func:`spurious.core.runlog.setup`, in a process of its
+    """``case.job`` as a workflow job's script runs it: after :func:`spurious.workflow.runlog.setup`, in a process of its
     own; what the terminal shows is the real stderr."""
     script = (
-        "from types import SimpleNamespace\nfrom spurious.core import runlog\n"
+        "from types import SimpleNamespace\nfrom spurious.workflow import runlog\n"
         "runlog.setup(SimpleNamespace(log=['job.log'], rule='job', wildcards={}))\n" + case.job
     )
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO / "src"), os.environ.get("PYTHONPATH", "")]))

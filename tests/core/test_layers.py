@@ -58,6 +58,11 @@ def test_the_contracts_hold(tmp_path: Path) -> None:
         ("papers", ("lexical/report.py", "import spurious.aflite.report"), "spurious.lexical.report -> spurious.aflite.report"),
         # the audit importing the CLI (a circle with cli.entry, which imports the audit's parser)
         ("layers", ("audit/insertion.py", "import spurious.cli"), "spurious.audit.insertion -> spurious.cli"),
+        # the workflow layer sits above the papers and below the audit: neither a paper nor core may use it, and it
+        # may not use the audit
+        ("layers", ("lexical/report.py", "import spurious.workflow.plan"), "spurious.lexical.report -> spurious.workflow.plan"),
+        ("layers", ("core/io.py", "import spurious.workflow.runlog"), "spurious.core.io -> spurious.workflow.runlog"),
+        ("layers", ("workflow/plan.py", "import spurious.audit.qa"), "spurious.workflow.plan -> spurious.audit.qa"),
         # two core modules importing each other (core.logits imported core.qa back)
         ("acyclic", ("core/io.py", "import spurious.core.logits"), "No cycles are allowed in spurious.core"),
     ],
@@ -126,7 +131,7 @@ CONTRACT_NAMES = {
         "read_parquet read_parquet_table read_parquet_schema metadata_json read_json DuplicateKeyError read_csv "
         "read_json_lines read_npy read_npz load_torch read_with"
     ),
-    "spurious.core.results_index": "index_html write_index",
+    "spurious.workflow.results_index": "index_html write_index",
     "spurious.core.hub": (
         "read_records read_record FetchRecord FetchError model_record_path dataset_record_path file_record_path "
         "fetch_model check_model_folder load_hub_dataset dataset_record offline_jobs network_for_local_rule "
@@ -134,12 +139,12 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.urlfetch": "fetch_url ChecksumError FetchFailed",
     "spurious.core.datamirror": "FILES build with_source_checksums",
-    "spurious.core.slurm": (
+    "spurious.workflow.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
         "apply_size_requests size_table"
     ),
-    "spurious.core.sizes": "model_size ModelSize ModelSizeError KNOWN CLASS_LIMITS",
-    "spurious.core.plan": "planned_jobs PlannedJob workflow_root PlanError estimate markdown as_json",
+    "spurious.workflow.sizes": "model_size ModelSize ModelSizeError KNOWN CLASS_LIMITS",
+    "spurious.workflow.plan": "planned_jobs PlannedJob workflow_root PlanError estimate markdown as_json",
     "spurious.core.engine": "train TrainResult step_counts run_summary launch needs_launch job_settings",
     "spurious.core.classifier": "train_classifier predict_classifier bitfit",
     "spurious.core.prompt": "PromptSpec PAPER_PROMPTS label_word_ids encode_prompts PromptClassifier load_masked_lm",

@@ -12,7 +12,7 @@ import sys
 import pytest
 import yaml
 
-from spurious.core import plan
+from spurious.workflow import plan
 from tests.conftest import REPO, SHARED
 
 # Two QA models on SQuAD (train from the hub: 87,599 questions by its card; validation: the mirror's 10,570): MiniLM

@@ -1,5 +1,5 @@
 """docs/paper-configs.md's plans and docs/slurm.md's table of the profile's requests are generated (`make plan-docs`,
-spurious.core.plan_docs) from `spurious plan` and profiles/slurm: this fails while either is stale, and while a
+spurious.workflow.plan_docs) from `spurious plan` and profiles/slurm: this fails while either is stale, and while a
 runtime of the profile leaves less than 4 × the plan's longest job of its rule and size class on an H200."""
 
 from __future__ import annotations
@@ -7,8 +7,8 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from spurious.core import plan_docs
-from spurious.core.sizes import SIZE_CLASSES
+from spurious.workflow import plan_docs
+from spurious.workflow.sizes import SIZE_CLASSES
 
 RUNTIME_MARGIN = 4  # docs/slurm.md: every runtime leaves at least 4 x the H200 estimate, for slower cards
 

@@ -10,7 +10,7 @@ import json
 
 import pytest
 
-from spurious.core import plan
+from spurious.workflow import plan
 from tests.conftest import REPO, SHARED
 
 TOLERANCE = 0.25

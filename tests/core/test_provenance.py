@@ -181,7 +181,7 @@ def test_the_footer_names_the_code_and_warns_about_mixed_commits():
 
 
 def test_the_index_page_carries_the_footer(tmp_path):
-    from spurious.core import results_index
+    from spurious.workflow import results_index
 
     out = tmp_path / "index.html"
     results_index.write_index([], [], out, footer=provenance.footer_html(provenance.page_record()))

@@ -33,7 +33,7 @@ def trigger_params(configfiles: list[Path], workdir: Path) -> dict[tuple[str, tu
     serialisation: the repr of every param of a builtin type, sorted; other objects are skipped)."""
     from snakemake.persistence import UNREPRESENTABLE, PersistenceBase
 
-    from spurious.core import plan
+    from spurious.workflow import plan
 
     _, jobs = plan.planned_jobs(configfiles, None, workdir, REPO)
     found = {}

@@ -1,9 +1,9 @@
-"""results/index.html's page (spurious.core.results_index) on hand-made folders; the workflow's index rule is tested
+"""results/index.html's page (spurious.workflow.results_index) on hand-made folders; the workflow's index rule is tested
 on the tiny run (tests/core/test_workflow.py)."""
 
 from __future__ import annotations
 
-from spurious.core.results_index import index_html, rst_caption, write_index
+from spurious.workflow.results_index import index_html, rst_caption, write_index
 from tests.conftest import REPO
 
 

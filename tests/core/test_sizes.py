@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from spurious.core.sizes import KNOWN, ModelSizeError, model_size
+from spurious.workflow.sizes import KNOWN, ModelSizeError, model_size
 
 
 def test_totals_equal_the_published_counts():

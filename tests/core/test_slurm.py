@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import yaml
 
-from spurious.core.slurm import (
+from spurious.workflow.slurm import (
     Node,
     Request,
     SlurmRequestError,
@@ -107,7 +107,7 @@ def test_by_size_values_are_read_as_literals_per_class():
 
 def _lexical_requests(tmp_path, config=None, profile=REPO / "profiles" / "slurm"):
     """lexical_train's resources per (model, dataset) as Snakemake resolves them for configs/paper-lexical.yaml."""
-    from spurious.core.plan import planned_jobs
+    from spurious.workflow.plan import planned_jobs
 
     cfg = tmp_path / "paper-lexical.yaml"
     cfg.write_text(yaml.safe_dump(config or yaml.safe_load((REPO / "configs" / "paper-lexical.yaml").read_text())))
@@ -159,7 +159,7 @@ def test_a_class_the_profile_does_not_give_and_a_rule_without_a_model_fail_namin
 def test_memory_grows_with_the_attempt_up_to_the_largest_node(monkeypatch):
     """mem_mb "... * attempt": a retried job (killed for memory, say) asks for twice its memory, then three times,
     never more than the largest node of its partition has (SLURM would keep it PENDING forever), once sinfo is read."""
-    from spurious.core import slurm
+    from spurious.workflow import slurm
 
     monkeypatch.setattr(slurm, "LARGEST_MEMORY_MB", {})
     grow = slurm.scaled_by_attempt(lambda wildcards: 16000, "gpu", "mem_mb")

@@ -445,7 +445,7 @@ def _live_members(group: int) -> list[int]:
 
 def test_a_job_stops_when_snakemake_is_killed_and_training_resumes_with_rerun_incomplete(tmp_path):
     """Issue: `kill -9` of the snakemake process left its running training job alive, which wrote its outputs after
-    snakemake died. Now the job watches the process that started it (spurious.core.runlog.watch_snakemake): with
+    snakemake died. Now the job watches the process that started it (spurious.workflow.runlog.watch_snakemake): with
     snakemake killed (SIGKILL, only its own process) the job gets SIGTERM, saves a checkpoint and ends without
     writing its outputs, and --rerun-incomplete resumes from that checkpoint."""
     cfg = tiny_config(tmp_path, max_steps=24, checkpoint_every=5, eval_every=None, batch_size=8)

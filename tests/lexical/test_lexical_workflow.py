@@ -167,8 +167,8 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
 
 def _pending(work, cfg, forcerun=()) -> dict[str, int]:
     """The jobs `snakemake -n [--forcerun ...] --configfile cfg` plans in ``work``, by rule: Snakemake's own job graph
-    and rerun decisions, made in this process (spurious.core.plan; the dry run's start-up and imports saved)."""
-    from spurious.core import plan
+    and rerun decisions, made in this process (spurious.workflow.plan; the dry run's start-up and imports saved)."""
+    from spurious.workflow import plan
 
     _, jobs = plan.planned_jobs([cfg], None, work, REPO, forcerun=forcerun)
     counts: dict[str, int] = {}

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from spurious.core import classification, embeddings, io, logits, provenance, runlog
+from spurious.core import classification, embeddings, io, logits, provenance
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

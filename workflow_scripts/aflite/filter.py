@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, io, readers, runlog
+from spurious.core import classification, io, readers
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -5,7 +5,8 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification, classifier, engine, io, provenance, runlog
+from spurious.core import classification, classifier, engine, io, provenance
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

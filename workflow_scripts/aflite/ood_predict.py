@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification, classifier, io, provenance, runlog
+from spurious.core import classification, classifier, io, provenance
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -4,7 +4,8 @@ set each model was trained on and its realised size (the filters' summaries)."""
 from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import io, provenance, runlog
+from spurious.core import io, provenance
+from spurious.workflow import runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:

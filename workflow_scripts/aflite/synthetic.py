@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.aflite import synthetic as aflite_synthetic
-from spurious.core import io, runlog
+from spurious.core import io
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -3,7 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.aflite import synthetic as aflite_synthetic
-from spurious.core import io, provenance, runlog
+from spurious.core import io, provenance
+from spurious.workflow import runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.aflite import report as aflite_text_report
-from spurious.core import io, provenance, readers, runlog
+from spurious.core import io, provenance, readers
+from spurious.workflow import runlog
 from spurious.core.tables import write_table
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from spurious.audit.command import run_audit
-from spurious.core import provenance, runlog
+from spurious.core import provenance
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

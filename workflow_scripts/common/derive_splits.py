@@ -3,7 +3,8 @@ grouped by the first text segment, or QNLI by SQuAD article, optionally with QNL
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, data, qnli, runlog
+from spurious.core import classification, data, qnli
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -3,7 +3,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import hub, runlog
+from spurious.core import hub
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

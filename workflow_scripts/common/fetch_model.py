@@ -8,7 +8,7 @@ from spurious.core import hub
 
 hub.network_for_local_rule()  # before huggingface_hub is imported: the user's own HF_HUB_OFFLINE, not the jobs'
 
-from spurious.core import runlog  # noqa: E402
+from spurious.workflow import runlog  # noqa: E402
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

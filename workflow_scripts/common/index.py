@@ -4,7 +4,8 @@ from glob import glob
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spurious.core import provenance, results_index, runlog
+from spurious.core import provenance
+from spurious.workflow import results_index, runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

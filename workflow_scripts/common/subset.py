@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, data, runlog
+from spurious.core import classification, data
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

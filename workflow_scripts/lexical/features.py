@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, io, runlog
+from spurious.core import classification, io
+from spurious.workflow import runlog
 from spurious.lexical import features as lexical
 
 if TYPE_CHECKING:

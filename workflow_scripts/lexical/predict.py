@@ -4,7 +4,8 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from spurious.core import classification, classifier, io, provenance, runlog
+from spurious.core import classification, classifier, io, provenance
+from spurious.workflow import runlog
 from spurious.lexical import bilstm
 
 if TYPE_CHECKING:

@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, provenance, readers, runlog
+from spurious.core import io, provenance, readers
+from spurious.workflow import runlog
 from spurious.core.tables import write_table
 from spurious.lexical import report as lexical_report
 

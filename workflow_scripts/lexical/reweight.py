@@ -4,7 +4,8 @@ from typing import TYPE_CHECKING
 
 import pandas as pd
 
-from spurious.core import classification, io, runlog
+from spurious.core import classification, io
+from spurious.workflow import runlog
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 

@@ -4,7 +4,8 @@ removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, classifier, engine, io, provenance, runlog
+from spurious.core import classification, classifier, engine, io, provenance
+from spurious.workflow import runlog
 from spurious.lexical import bilstm, reweight
 
 if TYPE_CHECKING:

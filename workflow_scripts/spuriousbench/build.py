@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, runlog
+from spurious.core import io
+from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:

@@ -6,7 +6,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spurious.core import io, provenance, runlog
+from spurious.core import io, provenance
+from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
 from spurious.spuriousbench import icl
 

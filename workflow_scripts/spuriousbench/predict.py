@@ -5,7 +5,8 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spurious.core import classifier, io, provenance, runlog
+from spurious.core import classifier, io, provenance
+from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:

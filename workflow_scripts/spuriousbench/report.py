@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, provenance, runlog
+from spurious.core import io, provenance
+from spurious.workflow import runlog
 from spurious.core.tables import write_table
 from spurious.spuriousbench import report as rep
 

@@ -4,7 +4,8 @@ checkpoint folder is removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classifier, engine, io, prompt, provenance, runlog
+from spurious.core import classifier, engine, io, prompt, provenance
+from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
 
 if TYPE_CHECKING:

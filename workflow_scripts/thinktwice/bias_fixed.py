@@ -3,7 +3,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, readers, runlog
+from spurious.core import data, io, readers
+from spurious.workflow import runlog
 from spurious.thinktwice import bias, paper_values
 
 if TYPE_CHECKING:

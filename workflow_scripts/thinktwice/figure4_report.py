@@ -3,7 +3,8 @@ thresholds_from: App. C's published ones by default), as a table and a plot whos
 
 from typing import TYPE_CHECKING
 
-from spurious.core import io, provenance, runlog
+from spurious.core import io, provenance
+from spurious.workflow import runlog
 from spurious.thinktwice import report
 
 if TYPE_CHECKING:

@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, runlog
+from spurious.core import data, io
+from spurious.workflow import runlog
 from spurious.thinktwice import bias
 
 if TYPE_CHECKING:

@@ -3,7 +3,8 @@
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, provenance, qa, runlog
+from spurious.core import data, engine, io, provenance, qa
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

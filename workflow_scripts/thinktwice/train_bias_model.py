@@ -4,7 +4,8 @@ the biased and unbiased validation segments (App. B.2.1). Checkpoints are remove
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, provenance, qa, runlog
+from spurious.core import data, engine, io, provenance, qa
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

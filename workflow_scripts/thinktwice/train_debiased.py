@@ -6,7 +6,8 @@ import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, logits, provenance, qa, runlog
+from spurious.core import data, engine, io, logits, provenance, qa
+from spurious.workflow import runlog
 from spurious.core.io import file_sha256
 from spurious.core.models import load_config
 from spurious.thinktwice import debias

@@ -7,7 +7,7 @@ import tempfile
 from pathlib import Path
 
 from spurious.cli.inputs import CLIError
-from spurious.core.plan import CARDS
+from spurious.workflow.plan import CARDS
 
 EPILOG = """\
 examples:
@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from spurious.core import plan
+    from spurious.workflow import plan
     from spurious.core.config import load_config_file
     from spurious.core.inputs import check_output
 

@@ -1,7 +1,7 @@
 """The generated parts of docs/paper-configs.md (the four paper configs' plans, their GPU-hours per card) and of
 docs/slurm.md (what the shipped profile asks for per rule and size class, against the plan's longest job).
 
-``python -m spurious.core.plan_docs`` (``make plan-docs``) rewrites the text between the ``<!-- generated: NAME -->``
+``python -m spurious.workflow.plan_docs`` (``make plan-docs``) rewrites the text between the ``<!-- generated: NAME -->``
 and ``<!-- end: NAME -->`` markers of both pages; ``--check`` only compares (tests/core/test_plan_docs.py fails while
 they are stale). Everything comes from ``spurious plan``'s own functions over configs/paper-*.yaml with
 profiles/slurm, and from profiles/slurm/config.yaml.
@@ -19,9 +19,9 @@ from typing import Any
 
 import yaml
 
-from spurious.core import plan
-from spurious.core.sizes import SIZE_CLASSES
-from spurious.core.slurm import ATTEMPT_SUFFIX, size_table
+from spurious.workflow import plan
+from spurious.workflow.sizes import SIZE_CLASSES
+from spurious.workflow.slurm import ATTEMPT_SUFFIX, size_table
 
 ROOT = Path(__file__).resolve().parents[3]
 PAPERS = ("squad", "aflite", "spurious", "lexical")
@@ -138,7 +138,7 @@ def profile_markdown(plans: Mapping[str, tuple[dict[str, Any], list[plan.Planned
     longest = longest_jobs(plans)
     unknown = sorted(set(settings["set-resources"]) - set(WHY))
     if unknown:
-        raise ValueError(f"{profile}: rules {unknown} have no description in spurious.core.plan_docs.WHY")
+        raise ValueError(f"{profile}: rules {unknown} have no description in spurious.workflow.plan_docs.WHY")
     lines = ["| rule | GPUs | CPUs per GPU | memory (GB, first attempt) | runtime (min) | longest job on an H200 (h): "
              "runtime ÷ it | why |", "|---|---|---|---|---|---|---|"]  # fmt: skip
     for rule, res in settings["set-resources"].items():

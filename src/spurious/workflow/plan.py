@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spurious.core.sizes import ModelSize, architecture, model_size
+from spurious.workflow.sizes import ModelSize, architecture, model_size
 
 # ---------------------------------------------------------------------------------------------------- measurements
 

@@ -10,7 +10,7 @@ JSON and stops before submitting anything (``spurious slurm-check``).
 
 ``apply_size_requests`` (called by the Snakefile) lets the profile ask per size class of the model a job trains or
 runs: a resource written ``by_size(bilstm=..., small=..., base=..., large=..., xl=...)`` becomes the value for the
-job's model (``spurious.core.sizes``), so the BiLSTM control and RoBERTa-large of one rule ask for different jobs.
+job's model (``spurious.workflow.sizes``), so the BiLSTM control and RoBERTa-large of one rule ask for different jobs.
 A value followed by ``* attempt`` (``mem_mb: "by_size(...) * attempt"``, ``"32000 * attempt"``) grows with each
 retry of a job (a job killed for memory gets twice its request on the second attempt), never beyond the largest node
 of its partition, which the start-up check reads from ``sinfo`` (a larger request would stay PENDING forever).
@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from spurious.core.sizes import SIZE_CLASSES, model_size
+from spurious.workflow.sizes import SIZE_CLASSES, model_size
 
 PLAN_ENV = "SPURIOUS_SLURM_PLAN"
 PROFILE_FILE = "profiles/slurm/config.yaml"

@@ -1,7 +1,7 @@
 """How big a model is: its parameters and its size class, from its checkpoint, without loading it.
 
 The SLURM profile asks for a job's GPUs, CPUs, memory, runtime and partition by the size class of the model the job
-trains or runs (``by_size(...)`` in profiles/slurm/config.yaml, ``spurious.core.slurm.apply_size_requests``), and
+trains or runs (``by_size(...)`` in profiles/slurm/config.yaml, ``spurious.workflow.slurm.apply_size_requests``), and
 ``spurious plan`` scales measured step times by a model's non-embedding parameters. Both read the numbers here.
 
 The parameters follow from the architecture: a transformer layer of width h and feed-forward width i has
