@@ -10,7 +10,8 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from spurious.core import hub
-from spurious.core.config import validate_config
+from spurious.thinktwice.track import HEURISTIC_WILDCARD, METHOD_WILDCARD, RUN_WILDCARD
+from spurious.workflow.config import validate_config
 from spurious.workflow.slurm import (
     apply_size_requests,
     check_workflow,
@@ -64,9 +65,9 @@ wildcard_constraints:
     model=r"[a-z0-9_]+",
     seed=r"\d+",
     annotator=r"[0-2]",
-    heuristic=r"word-dist|sim-word|ans-pos|cos-sim|ans-len|sim-ents|subj-pos",
-    run=r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/|plain/)?seed\d+|human/annotator[0-2]",
-    method=r"resam|lmix|creg",
+    heuristic=HEURISTIC_WILDCARD,
+    run=RUN_WILDCARD,
+    method=METHOD_WILDCARD,
     scale=r"\d+(\.\d+)?",
     threshold_split=r"[a-z0-9_]+",
     weighting=r"uniform|q",

@@ -10,7 +10,6 @@ import re
 from snakemake.io import is_flagged
 
 from spurious.core import hub
-from spurious.core.config import RuleSettings, result_settings
 from spurious.core.config import RuleSettings, canonical, result_settings, unordered
 
 

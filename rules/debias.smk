@@ -168,7 +168,7 @@ rule scale_search_train:
     benchmark:
         "results/benchmarks/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}.tsv"
     wildcard_constraints:
-        method="lmix|creg",
+        method=SCALED_METHOD_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -208,7 +208,7 @@ rule scale_search_score:
     benchmark:
         "results/benchmarks/scale_search/{model}_{method}_{heuristic}_scale{scale}_seed{seed}_score.tsv"
     wildcard_constraints:
-        method="lmix|creg",
+        method=SCALED_METHOD_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -240,7 +240,7 @@ rule scale_search_choice:
     log:
         "results/logs/scale_search/{model}_{method}_choice.log",
     wildcard_constraints:
-        method="lmix|creg",
+        method=SCALED_METHOD_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     params:

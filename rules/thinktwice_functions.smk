@@ -4,22 +4,23 @@
 
 import os
 
-from spurious.core.config import method_training
+from spurious.thinktwice.track import (
+    BIAS_MODEL,
+    CONTROL,
+    DEBIAS_METHODS,
+    HUMAN_ANNOTATORS,
+    MODEL_RUN,
+    QA_LOGIT_KEYS,
+    QA_PREDICTION_KEYS,
+    SCALED_METHOD_WILDCARD,
+    STAGE_OF_METHOD,
+)
+from spurious.workflow.config import method_training
 
 HEURISTICS = config["heuristics"]["names"]
 
 
-HUMAN_ANNOTATORS = [0, 1, 2]
-
-
 DEBIAS = config.get("debias")
-
-
-DEBIAS_METHODS = ("resam", "lmix", "creg")
-
-
-# the matched control of the debiased runs: standard fine-tuning on their data, budget, initialisation and seeds
-CONTROL = "plain"
 
 
 def parse_run(run):
@@ -279,19 +280,6 @@ MODEL_OF_RULE.update(
 )
 
 
-# A run of a trained model (not an annotator): original or debiased/bias model.
-MODEL_RUN = r"[a-z0-9_]+/((resam|lmix|creg|biasmodel)/[a-z-]+/|plain/)?seed\d+"
-
-
-STAGE_OF_METHOD = {
-    "plain": "plain",
-    "resam": "resam",
-    "lmix": "lmix",
-    "creg": "creg",
-    "biasmodel": "bias_model",
-}
-
-
 def run_settings(run):
     """The training settings a run was trained (and is featurised for prediction) with."""
     r = parse_run(run)
@@ -303,32 +291,6 @@ def run_settings(run):
 def training_settings(wildcards):
     """The training settings of a model plus its seed (the checkpoint folder is keyed by their hash)."""
     return dict(model_config(wildcards)["training"], seed=int(wildcards.seed))
-
-
-QA_PREDICTION_KEYS = (
-    "max_length",
-    "stride",
-    "eval_batch_size",
-    "device",
-    "bf16",
-    "n_best",
-    "max_answer_length",
-    "pad_to_multiple_of",
-    "attention",
-    "compile",
-)
-
-
-QA_LOGIT_KEYS = (
-    "max_length",
-    "stride",
-    "eval_batch_size",
-    "device",
-    "bf16",
-    "pad_to_multiple_of",
-    "attention",
-    "compile",
-)
 
 
 def qa_prediction_settings(wildcards):
@@ -369,7 +331,7 @@ def debias_report_files():
 
 def bias_model_runs():
     return [
-        f"{DEBIAS['model']}/biasmodel/{h}/seed{DEBIAS['original_seed']}"
+        f"{DEBIAS['model']}/{BIAS_MODEL}/{h}/seed{DEBIAS['original_seed']}"
         for h in DEBIAS["heuristics"]
     ]
 
@@ -455,7 +417,7 @@ def debiased_inputs(wildcards):
         return files
     files["train"] = split_file(ref["dataset"], ref["split"])
     files["bias_logits"] = feature_logits_file(
-        f"{DEBIAS['model']}/biasmodel/{wildcards.heuristic}/seed{DEBIAS['original_seed']}"
+        f"{DEBIAS['model']}/{BIAS_MODEL}/{wildcards.heuristic}/seed{DEBIAS['original_seed']}"
     )
     if wildcards.method == "creg":
         files["teacher_logits"] = feature_logits_file(

@@ -7,7 +7,8 @@ import copy
 import pytest
 import yaml
 
-from spurious.core.config import ConfigError, validate_config
+from spurious.core.config import ConfigError
+from spurious.workflow.config import validate_config
 from tests.conftest import REPO
 
 

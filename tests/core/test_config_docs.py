@@ -7,7 +7,7 @@ import re
 import pytest
 
 from spurious.workflow import config_docs
-from spurious.core.config import load_schema
+from spurious.workflow.config import load_schema
 
 # An unescaped | splits a GitHub table cell, inside code spans too.
 CELL_SPLIT = re.compile(r"(?<!\\)\|")

@@ -59,9 +59,9 @@ def test_registering_imports_nothing_heavy() -> None:
 
 
 def test_validate_config_runs_the_registered_checks_whoever_imports_it() -> None:
-    # the Snakefile imports only core.config: SpuriousBench's check must still run (it fills in the paper's sizes)
+    # the Snakefile imports only workflow.config: SpuriousBench's check must still run (it fills in the paper's sizes)
     result = _python(
-        "import yaml\nfrom spurious.core.config import validate_config\n"
+        "import yaml\nfrom spurious.workflow.config import validate_config\n"
         "cfg = yaml.safe_load(open('configs/demo-spurious.yaml'))\n"
         "del cfg['spuriousbench']['datasets']['sst2']['train_size']\n"
         "print(validate_config(cfg)['spuriousbench']['datasets']['sst2']['train_size'])"

@@ -358,7 +358,7 @@ def paper_layout_metrics() -> list[dict]:
     features x its models x their methods x seeds."""
     import yaml
 
-    from spurious.core.config import validate_config
+    from spurious.workflow.config import validate_config
     from tests.conftest import REPO
 
     cfg = yaml.safe_load((REPO / "configs" / "paper-spurious.yaml").read_text())

@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
 from spurious.core import io, provenance
-from spurious.workflow import runlog
 from spurious.core.tables import write_table
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -4,8 +4,8 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import report as aflite_text_report
 from spurious.core import io, provenance, readers
-from spurious.workflow import runlog
 from spurious.core.tables import write_table
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -10,7 +10,7 @@ from spurious.core import hub
 hub.network_for_local_rule()  # before datasets is imported: the user's own HF_*_OFFLINE, not the jobs' offline ones
 
 from spurious.core import classification, data, errors  # noqa: E402
-from spurious.workflow import runlog
+from spurious.workflow import runlog  # noqa: E402
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -4,9 +4,9 @@ weights and under q (paper Fig. 2)."""
 from typing import TYPE_CHECKING
 
 from spurious.core import classification, io, readers
-from spurious.workflow import runlog
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

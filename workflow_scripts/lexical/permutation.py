@@ -3,8 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import classification, io, readers
-from spurious.workflow import runlog
 from spurious.lexical import features as lexical
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

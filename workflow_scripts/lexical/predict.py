@@ -5,8 +5,8 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.core import classification, classifier, io, provenance
-from spurious.workflow import runlog
 from spurious.lexical import bilstm
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -3,9 +3,9 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance, readers
-from spurious.workflow import runlog
 from spurious.core.tables import write_table
 from spurious.lexical import report as lexical_report
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

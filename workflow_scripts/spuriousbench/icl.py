@@ -7,9 +7,9 @@ import pandas as pd
 import torch
 
 from spurious.core import io, provenance
-from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
 from spurious.spuriousbench import icl
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

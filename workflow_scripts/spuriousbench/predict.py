@@ -6,8 +6,8 @@ import pandas as pd
 import torch
 
 from spurious.core import classifier, io, provenance
-from spurious.workflow import runlog
 from spurious.spuriousbench import construction as sb
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -4,8 +4,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import data, io, readers
-from spurious.workflow import runlog
 from spurious.thinktwice import bias, paper_values
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -4,8 +4,8 @@ the LMix gate, bias models, the runs with their scales)."""
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance
-from spurious.workflow import runlog
 from spurious.thinktwice import debias_report, report
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

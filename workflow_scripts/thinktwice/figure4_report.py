@@ -4,8 +4,8 @@ thresholds_from: App. C's published ones by default), as a table and a plot whos
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance
-from spurious.workflow import runlog
 from spurious.thinktwice import report
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -3,8 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance
-from spurious.workflow import runlog
 from spurious.thinktwice import report
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

@@ -3,8 +3,8 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io
-from spurious.workflow import runlog
 from spurious.thinktwice import debias
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake

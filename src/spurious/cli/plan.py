@@ -51,9 +51,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from spurious.workflow import plan
-    from spurious.core.config import load_config_file
     from spurious.core.inputs import check_output
+    from spurious.workflow import plan
+    from spurious.workflow.config import load_config_file
 
     if args.json:
         check_output(args.json, "--json")

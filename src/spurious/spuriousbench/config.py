@@ -1,5 +1,5 @@
 """The check of the config's ``spuriousbench`` section, registered with :mod:`spurious.core.registry` by the
-package's ``__init__`` and run by ``spurious.core.config.validate_config`` after the schema."""
+package's ``__init__`` and run by ``spurious.workflow.config.validate_config`` after the schema."""
 
 from __future__ import annotations
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from spurious.core.config import SCHEMA_PATH, load_schema
+from spurious.workflow.config import SCHEMA_PATH, load_schema
 
 DOC_PATH = SCHEMA_PATH.parents[1] / "docs" / "config.md"
 REGENERATE = "make config-docs"
