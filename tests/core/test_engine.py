@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious.core import classification, classifier, engine
+from spurious.core import checkpoints, classification, classifier, engine, launch, training
 from spurious.core.models import load_tokenizer
 from tests.conftest import SHARED  # the data mirror: $SPURIOUS_SHARED (make data's mirror/), else ../shared
 
@@ -238,7 +238,7 @@ def test_a_checkpoint_of_the_former_adamw_kernel_is_not_resumed(tiny_bert, train
         rows, model_name_or_path=str(tiny_bert), output_dir=out / "model", checkpoint_dir=out / "ck",
         settings=dict(SETTINGS, max_steps=4, checkpoint_every=2), weights=weights,
     )
-    state_file = engine.latest_checkpoint(out / "ck") / engine.STATE_FILE
+    state_file = training.latest_checkpoint(out / "ck") / checkpoints.STATE_FILE
     state = json.loads(state_file.read_text())
     assert state["optimizer_impl"] == "fused"
     del state["optimizer_impl"]
@@ -254,7 +254,7 @@ def _checkpoint_of_a_4_step_run(tiny_bert, train_rows, out: Path) -> tuple[dict,
     """A 4-step run that checkpoints every 2 steps: its summary and the step-2 checkpoint it leaves behind (the
     adapter, not the function, removes the folder); rerun with ``_resume_4_step_run`` it resumes there."""
     summary = _resume_4_step_run(tiny_bert, train_rows, out, "first")
-    return summary, engine.latest_checkpoint(out / "ck")
+    return summary, training.latest_checkpoint(out / "ck")
 
 
 def _resume_4_step_run(tiny_bert, train_rows, out: Path, name: str) -> dict:
@@ -390,7 +390,7 @@ def test_a_failing_process_is_reported_with_its_traceback(tmp_path):
 
     t0 = time.perf_counter()
     with pytest.raises(RuntimeError, match=r"(?s)training process 1 of 2 failed.*rank one cannot go on"):
-        engine.launch(fail, 2)
+        launch.launch(fail, 2)
     assert time.perf_counter() - t0 < 30
 
 
@@ -418,7 +418,7 @@ def _launch_after(barrier, results, offset: int) -> None:
 
     barrier.wait()
     try:
-        results.put((offset, engine.launch(_port_held_and_sum, 2, offset)))
+        results.put((offset, launch.launch(_port_held_and_sum, 2, offset)))
     except BaseException:  # noqa: BLE001 - reported to the test
         results.put((offset, traceback.format_exc()))
 
@@ -463,10 +463,10 @@ def test_split_shares_a_micro_batch_so_the_mean_of_the_scaled_means_is_the_batch
 
 
 def test_processes_setting_is_validated():
-    assert engine.processes_setting({}) == 1 and engine.processes_setting({"processes": 4}) == 4
+    assert launch.processes_setting({}) == 1 and launch.processes_setting({"processes": 4}) == 4
     for bad in (0, -1, 1.5, "2", True):
         with pytest.raises(ValueError, match="processes must be a positive integer"):
-            engine.processes_setting({"processes": bad})
+            launch.processes_setting({"processes": bad})
 
 
 @pytest.mark.parametrize(
@@ -571,13 +571,13 @@ def test_job_settings_take_the_process_count_from_the_jobs_gpus():
     from types import SimpleNamespace
 
     base = {"batch_size": 16}
-    assert engine.job_settings(base, threads=8, resources=SimpleNamespace(gpu=2)) == {
+    assert launch.job_settings(base, threads=8, resources=SimpleNamespace(gpu=2)) == {
         "batch_size": 16, "threads": 4, "processes": 2,
     }  # fmt: skip
-    assert engine.job_settings(base, threads=2, resources=SimpleNamespace()) == {
+    assert launch.job_settings(base, threads=2, resources=SimpleNamespace()) == {
         "batch_size": 16, "threads": 2, "processes": 1,
     }  # fmt: skip
-    assert engine.job_settings(base, threads=1, resources=SimpleNamespace(gpu=4))["threads"] == 1
+    assert launch.job_settings(base, threads=1, resources=SimpleNamespace(gpu=4))["threads"] == 1
     assert base == {"batch_size": 16}  # not changed in place
 
 
@@ -592,7 +592,7 @@ def test_a_damaged_checkpoint_is_named_with_what_to_do(tiny_bert, train_rows, tm
     settings = dict(SETTINGS, max_steps=4, checkpoint_every=2)
     classifier.train_classifier(rows, model_name_or_path=str(tiny_bert), output_dir=out / "model",
                                 checkpoint_dir=out / "ck", settings=settings, weights=weights)
-    ckpt = engine.latest_checkpoint(out / "ck")
+    ckpt = training.latest_checkpoint(out / "ck")
     (model_file,) = [p for p in ckpt.iterdir() if p.name.startswith(("pytorch_model", "model"))]
     model_file.write_bytes(model_file.read_bytes()[:1000])
     with pytest.raises(UnreadableFileError) as exc:

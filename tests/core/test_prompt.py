@@ -16,7 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from spurious.core import classifier, prompt
-from spurious.core.engine import MODEL_STATE_FILE
+from spurious.core.checkpoints import MODEL_STATE_FILE
 from spurious.core.models import load_tokenizer
 from spurious.core.prompt import PAPER_PROMPTS, PromptClassifier, PromptSpec
 from spurious.spuriousbench import construction as spuriousbench

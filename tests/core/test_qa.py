@@ -18,7 +18,7 @@ import torch
 from safetensors.torch import load_file
 
 from spurious.core import qa
-from spurious.core.engine import MODEL_STATE_FILE
+from spurious.core.checkpoints import MODEL_STATE_FILE
 from spurious.core.models import EMBEDDED_MODELS, ModelResolutionError, load_tokenizer, resolve_model
 from spurious.core.qa import finetune
 

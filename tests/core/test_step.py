@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from spurious.core import classifier, compiled, engine, qa
+from spurious.core import checkpoints, classifier, compiled, engine, qa
 from spurious.core.models import load_tokenizer
 from spurious.core.prompt import PromptSpec
 from spurious.thinktwice.debias import ConfidenceRegularizationObjective, LearnedMixinObjective
@@ -405,8 +405,8 @@ def test_the_shapes_listed_for_compilation_are_those_the_loop_meets(tmp_path):
     def shape_of(rows):
         return len(rows), width_of(int(lengths[rows].max()))
 
-    resumed = engine.TrainState(step=5, epoch=1, batch_in_epoch=2)  # after 4 steps of epoch 0 and 1 of epoch 1
-    for state, met in ((engine.TrainState(), seen), (resumed, seen[10:])):
+    resumed = checkpoints.TrainState(step=5, epoch=1, batch_in_epoch=2)  # after 4 steps of epoch 0 and 1 of epoch 1
+    for state, met in ((checkpoints.TrainState(), seen), (resumed, seen[10:])):
         for rank, processes in ((0, 1), (0, 2), (1, 2)):
             listed = engine._run_shapes(lengths, settings, shape_of, state, run.total_steps, rank, processes)
             shares = [engine._split(rows, rank, processes)[0] for rows in met]

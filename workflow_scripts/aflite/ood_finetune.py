@@ -5,7 +5,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification, classifier, engine, io, provenance
+from spurious.core import classification, classifier, io, launch, provenance
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -20,7 +20,7 @@ summary = classifier.train_classifier(
     model_name_or_path=snakemake.input.model,
     output_dir=snakemake.output.model,
     checkpoint_dir=p.checkpoint_dir,
-    settings=engine.job_settings(p.settings, threads=snakemake.threads, resources=snakemake.resources),
+    settings=launch.job_settings(p.settings, threads=snakemake.threads, resources=snakemake.resources),
     init="pretrained",
     log=log.info,
 )

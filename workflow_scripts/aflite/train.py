@@ -5,7 +5,7 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier, engine, io, provenance
+from spurious.core import classification, classifier, io, launch, provenance
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -22,7 +22,7 @@ summary = classifier.train_classifier(
     model_name_or_path=p.checkpoint,
     output_dir=snakemake.output.model,
     checkpoint_dir=p.checkpoint_dir,
-    settings=engine.job_settings(p.settings, threads=snakemake.threads, resources=snakemake.resources),
+    settings=launch.job_settings(p.settings, threads=snakemake.threads, resources=snakemake.resources),
     init=p.init,
     log=log.info,
 )

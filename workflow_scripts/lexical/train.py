@@ -4,9 +4,9 @@ removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, classifier, engine, io, provenance
-from spurious.workflow import runlog
+from spurious.core import classification, classifier, io, launch, provenance
 from spurious.lexical import bilstm, reweight
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -28,7 +28,7 @@ else:
         model_name_or_path=snakemake.params.checkpoint,
         output_dir=snakemake.output.model,
         checkpoint_dir=snakemake.params.checkpoint_dir,
-        settings=engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources),
+        settings=launch.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources),
         weights=weights,
         init=snakemake.params.init,
         log=log.info,

@@ -4,9 +4,9 @@ checkpoint folder is removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classifier, engine, io, prompt, provenance
-from spurious.workflow import runlog
+from spurious.core import classifier, io, launch, prompt, provenance
 from spurious.spuriousbench import construction as sb
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -15,7 +15,7 @@ log = runlog.setup(snakemake)
 w = snakemake.wildcards
 train = sb.read_split(snakemake.input.train)
 dev = sb.read_split(snakemake.input.dev)
-settings = engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
+settings = launch.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
 if w.sb_method == "balanced":
     before = len(train)
     train = sb.balance_supporting_counter(train, target_label=snakemake.params.target_label, seed=int(w.seed))

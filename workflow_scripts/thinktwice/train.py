@@ -3,7 +3,7 @@
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, provenance, qa
+from spurious.core import data, io, launch, provenance, qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 train = data.read_qa_parquet(snakemake.input.train)
 validation = data.read_qa_parquet(snakemake.input.validation)
-settings = engine.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
+settings = launch.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
 curves = data.validation_curves(snakemake.input)
 log.info(
     "training %s on %d questions, settings %s; validation-loss curves also on %s",

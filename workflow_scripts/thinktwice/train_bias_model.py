@@ -4,7 +4,7 @@ the biased and unbiased validation segments (App. B.2.1). Checkpoints are remove
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, provenance, qa
+from spurious.core import data, io, launch, provenance, qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ params = snakemake.params
 train = data.read_qa_parquet(snakemake.input.train)
 validation = data.read_qa_parquet(snakemake.input.validation)
 segments = {name: data.read_qa_parquet(snakemake.input[f"valid_{name}"]) for name in ("biased", "unbiased")}
-settings = engine.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
+settings = launch.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
 log.info(
     "bias model for %s: %d biased training questions; selection on %d biased / %d unbiased validation questions "
     "(at most %s each); init %s, trainable %s; unbiased-F1 cap %s",

@@ -6,11 +6,11 @@ import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, engine, io, logits, provenance, qa
-from spurious.workflow import runlog
+from spurious.core import data, io, launch, logits, provenance, qa
 from spurious.core.io import file_sha256
 from spurious.core.models import load_config
 from spurious.thinktwice import debias
+from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
@@ -21,7 +21,7 @@ params = snakemake.params
 inp = snakemake.input
 method, options = params.method, dict(params.method_config)
 heuristic = getattr(w, "heuristic", None)
-settings = engine.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
+settings = launch.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
 checkpoint_dir = params.checkpoint_dir
 if "scale" in options:
     # where the scale comes from is part of the run's record: the config, a search candidate or the search's choice

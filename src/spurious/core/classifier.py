@@ -33,19 +33,12 @@ import pandas as pd
 import torch
 
 from spurious.core import compiled, packing, readers
+from spurious.core.checkpoints import TrainState
 from spurious.core.config import result_settings
-from spurious.core.engine import (
-    TrainState,
-    device_for,
-    launch,
-    needs_launch,
-    processes_setting,
-    run_summary,
-    step_counts,
-    world,
-)
+from spurious.core.engine import device_for, run_summary, step_counts, world
 from spurious.core.engine import train as engine_train
 from spurious.core.errors import rebuild_advice
+from spurious.core.launch import launch, needs_launch, processes_setting
 from spurious.core.logits import ids_sha256
 from spurious.core.models import (
     from_pretrained,

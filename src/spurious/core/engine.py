@@ -36,16 +36,11 @@ job's GPU count, see README "Several GPUs per training job").
 from __future__ import annotations
 
 import contextlib
-import json
 import math
-import multiprocessing
 import os
-import shutil
 import signal
 import sys
 import time
-import traceback
-import warnings
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -54,17 +49,19 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from spurious.core import compiled, readers, tracking
-from spurious.core.io import fsync_dir, fsync_tree, write_json
+from spurious.core import compiled, tracking
+from spurious.core.checkpoints import (
+    TrainState,
+    resume,
+    save_checkpoint,
+)
 from spurious.core.training import (
-    CHECKPOINT_PREFIX,
     PreemptionGuard,
     StopRequested,
     TrainingPreempted,
     cpu_copy,
     epoch_order,
     format_eta,
-    latest_checkpoint,
     param_groups,
     pick_device,
     rng_states,
@@ -79,37 +76,6 @@ LossFn = Callable[
 ]
 WidthFn = Callable[[np.ndarray], int]
 LogFn = Callable[[str], None]
-BEST_WEIGHTS_FILE = "best_model.pt"
-STATE_FILE = "state.json"
-# Accelerate's model file in a checkpoint (save_state with safe_serialization=False: tied weights stay as they are)
-MODEL_STATE_FILE = "pytorch_model.bin"
-SCHEDULE_FILE = "schedule.json"
-# Accelerate's file of an object registered for checkpointing, which its load_state unpickles with weights_only=False
-# (code may run). Earlier versions registered the schedule: such a file is read as plain data or refused.
-PICKLED_OBJECT_FILES = "custom_checkpoint_*.pkl"
-LEGACY_SCHEDULE_FILE = "custom_checkpoint_0.pkl"
-
-
-@dataclass
-class TrainState:
-    """Everything besides tensors that a resumed run needs to continue exactly (saved as ``state.json``).
-
-    ``evaluation`` is the caller's ``Evaluation`` record (its losses, scores, patience counter): JSON only."""
-
-    step: int = 0
-    epoch: int = 0
-    batch_in_epoch: int = 0  # micro-batches of the current epoch's order already consumed
-    train_losses: list[dict[str, float]] = field(default_factory=list)
-    wall_time_s: float = 0.0  # of earlier (interrupted) segments
-    fingerprint: str = ""
-    processes: int = 1
-    # the AdamW implementation: "fused" or "default" (torch's choice: for-loop on CPU, foreach on CUDA), which is
-    # what a checkpoint written before the engine chose fused kernels used
-    optimizer_impl: str = "default"
-    best_step: int | None = None
-    last_eval_step: int = 0
-    stopped_early: bool = False
-    evaluation: dict[str, Any] = field(default_factory=dict)
 
 
 class Evaluation(Protocol):
@@ -306,10 +272,10 @@ def train(
 
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn, batch_fn, shape_of), optimizer)
     # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
-    # checkpointing (Accelerate would pickle it): the checkpoints record its step (_save_checkpoint)
+    # checkpointing (Accelerate would pickle it): the checkpoints record its step (save_checkpoint)
 
     state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
-    state, best_weights, ckpt = _resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
+    state, best_weights, ckpt = resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
         _announce(emit, f"resuming from {ckpt} (step {state.step}/{total_steps})", rank)
@@ -329,7 +295,7 @@ def train(
         nonlocal segment_start
         state.wall_time_s += time.perf_counter() - segment_start
         segment_start = time.perf_counter()
-        return _save_checkpoint(accelerator, checkpoint_dir, state, best_weights, scheduler)
+        return save_checkpoint(accelerator, checkpoint_dir, state, best_weights, scheduler)
 
     def run_evaluation() -> None:
         nonlocal best_weights
@@ -854,319 +820,3 @@ def _optimizer_and_schedule(
 
 def _optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
     return "fused" if optimizer.param_groups[0].get("fused") else "default"
-
-
-def _load_state(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
-    """Accelerate's ``load_state``; a checkpoint it cannot read (truncated or corrupt files) is an
-    UnreadableFileError naming it and what to do. Running out of memory is not damage: it passes unchanged."""
-    from safetensors import SafetensorError
-
-    from spurious.core.errors import READ_ERRORS, UnreadableFileError, reason
-
-    try:
-        accelerator.load_state(str(ckpt))
-    except torch.OutOfMemoryError:
-        raise
-    except (*READ_ERRORS, KeyError, SafetensorError) as exc:
-        raise UnreadableFileError(
-            ckpt, f"not a readable training checkpoint ({reason(exc)})",
-            _afresh(checkpoint_dir),
-        ) from exc
-
-
-def _afresh(checkpoint_dir: Path) -> str:
-    """What to do with a damaged checkpoint."""
-    return f"delete {checkpoint_dir} to start the run afresh (only the newest checkpoint is kept)"
-
-
-def _resume(
-    accelerator: Any,
-    checkpoint_dir: Path,
-    state: TrainState,
-    model: torch.nn.Module,
-    scheduler: Any,
-    *,
-    keep_best: bool,
-) -> tuple[TrainState, dict[str, torch.Tensor] | None, Path | None]:
-    """The newest checkpoint's state (its tensors loaded by Accelerate into the prepared objects, ``scheduler`` moved to
-    its step), best weights and path; ``(state, None, None)`` without a checkpoint. Another run's checkpoint, one of an
-    earlier version or of another number of processes is refused with what to do; so is one holding a pickle that is
-    not plain data. No file is unpickled with ``weights_only=False`` (which could run code from it)."""
-    ckpt = latest_checkpoint(checkpoint_dir)
-    if ckpt is None:
-        return state, None, None
-    afresh = _afresh(checkpoint_dir)
-    saved = TrainState(**readers.read_json(ckpt / STATE_FILE, kind="training checkpoint's state", fix=afresh))
-    if saved.fingerprint != state.fingerprint:
-        raise RuntimeError(
-            f"checkpoint {ckpt} belongs to a different run (other data, model, settings or training objective); "
-            f"delete {checkpoint_dir} to start afresh"
-        )
-    if not (ckpt / MODEL_STATE_FILE).is_file():
-        raise RuntimeError(
-            f"checkpoint {ckpt} was written by a version of spurious before the Accelerate engine and cannot be "
-            f"resumed; delete {checkpoint_dir} to start afresh"
-        )
-    if saved.optimizer_impl != state.optimizer_impl:
-        raise RuntimeError(
-            f"checkpoint {ckpt} was written with the {saved.optimizer_impl} AdamW kernel and this run uses the "
-            f"{state.optimizer_impl} one (a resumed run must continue the same updates): rerun with the spurious "
-            f"version that wrote it, or delete {checkpoint_dir} to start afresh"
-        )
-    if saved.processes != state.processes:
-        raise RuntimeError(
-            f"checkpoint {ckpt} was written by a run over {saved.processes} processes and this one has "
-            f"{state.processes}: resume with {saved.processes} (the job's GPU count), or delete {checkpoint_dir}"
-        )
-    _convert_pickled_schedule(accelerator, ckpt, checkpoint_dir)
-    _load_state(accelerator, ckpt, checkpoint_dir)
-    _restore_schedule(scheduler, ckpt, saved.step, checkpoint_dir)
-    best_weights = None
-    if keep_best and saved.best_step is not None:
-        best_file = ckpt / BEST_WEIGHTS_FILE
-        best_weights = (
-            readers.load_torch(best_file, kind="training checkpoint's best weights", fix=afresh)
-            if best_file.is_file()
-            else cpu_copy(model.state_dict())  # the checkpoint's own weights are the best
-        )
-    return saved, best_weights, ckpt
-
-
-def _schedule_record(scheduler: Any) -> dict[str, Any]:
-    """What a checkpoint keeps of the learning-rate schedule (``SCHEDULE_FILE``): its step and the rates it gives
-    there, as plain numbers whether the rates are floats or tensors. A resumed run rebuilds the schedule from its own
-    settings (the fingerprint holds them) and checks that it gives the same rates."""
-    return {"step": int(scheduler.last_epoch), "learning_rates": [float(lr) for lr in scheduler.get_last_lr()]}
-
-
-def _restore_schedule(scheduler: Any, ckpt: Path, step: int, checkpoint_dir: Path) -> None:
-    """Move this run's freshly built ``scheduler`` to the checkpoint's step (its rates computed as the uninterrupted
-    run computed them) and check them against the checkpoint's record."""
-    path = ckpt / SCHEDULE_FILE
-    if not path.is_file():
-        raise RuntimeError(f"checkpoint {ckpt} has no {SCHEDULE_FILE} (incomplete); delete {checkpoint_dir} to start afresh")
-    record = readers.read_json(path, kind="training checkpoint's schedule", fix=_afresh(checkpoint_dir))
-    if record.get("step") != step:
-        raise RuntimeError(
-            f"{path}: the schedule is at step {record.get('step')} and the checkpoint at step {step}; delete "
-            f"{checkpoint_dir} to start afresh"
-        )
-    scheduler.last_epoch = step - 1
-    with warnings.catch_warnings():
-        # step() warns when it comes before the optimizer's first step; here it only moves the schedule to the step
-        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before", category=UserWarning)
-        scheduler.step()
-    rates = [float(lr) for lr in scheduler.get_last_lr()]
-    if rates != record.get("learning_rates"):
-        raise RuntimeError(
-            f"{path}: the checkpoint's learning rates at step {step} are {record.get('learning_rates')} and this "
-            f"run's schedule gives {rates} (another warmup or step count): rerun with the spurious version that wrote "
-            f"it, or delete {checkpoint_dir} to start afresh"
-        )
-
-
-def _convert_pickled_schedule(accelerator: Any, ckpt: Path, checkpoint_dir: Path) -> None:
-    """A checkpoint of an earlier version holds the schedule as Accelerate's pickle (``LEGACY_SCHEDULE_FILE``), which
-    ``load_state`` would unpickle with ``weights_only=False``. It is read with torch's weights-only unpickler instead
-    (it rebuilds plain values and tensors and calls no other function, so a file made to run code fails to load) and,
-    if it holds a schedule's plain state, recorded as ``SCHEDULE_FILE``; the pickle is then deleted. Any other pickle
-    is refused."""
-    pickled = sorted(ckpt.glob(PICKLED_OBJECT_FILES))
-    if not pickled:
-        return
-    refusal = (
-        f"it is not loaded, because loading it could run code. Delete {checkpoint_dir} to start afresh (or, if you "
-        "trust where the checkpoint came from, finish the run with the spurious version that wrote it)"
-    )
-    if [p.name for p in pickled] != [LEGACY_SCHEDULE_FILE]:
-        raise RuntimeError(f"checkpoint {ckpt} holds pickled objects {[p.name for p in pickled]} this version never wrote: {refusal}")
-    record = _read_pickled_schedule(pickled[0], refusal)
-    accelerator.wait_for_everyone()  # every process has read it before it goes
-    if accelerator.is_main_process:
-        if not (ckpt / SCHEDULE_FILE).is_file():
-            write_json(record, ckpt / SCHEDULE_FILE)
-        pickled[0].unlink()
-    accelerator.wait_for_everyone()
-
-
-def _read_pickled_schedule(path: Path, refusal: str) -> dict[str, Any]:
-    """The ``_schedule_record`` of an earlier version's pickled ``LambdaLR`` state, or a RuntimeError ending with
-    ``refusal``."""
-    try:
-        saved = readers.load_torch(path, kind="learning-rate schedule", fix=refusal)
-    except Exception as exc:  # noqa: BLE001 - any reason (a forbidden global, a damaged file) ends in the refusal
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-        raise RuntimeError(f"{path}: not the plain state of a learning-rate schedule ({reason}); {refusal}") from None
-    step, rates = (saved.get("last_epoch"), saved.get("_last_lr")) if isinstance(saved, dict) else (None, None)
-    plain = isinstance(step, int) and not isinstance(step, bool) and isinstance(rates, list)
-    if not plain or not all(isinstance(r, float | int) and not isinstance(r, bool) for r in rates):
-        raise RuntimeError(f"{path}: not the plain state of a learning-rate schedule; {refusal}")
-    return {"step": step, "learning_rates": [float(r) for r in rates]}
-
-
-def _save_checkpoint(
-    accelerator: Any,
-    checkpoint_dir: Path,
-    state: TrainState,
-    best_weights: Mapping[str, torch.Tensor] | None,
-    scheduler: Any,
-) -> Path:
-    """Accelerate's state plus ``state.json``, the schedule's record (and the best weights where they differ from the
-    current ones) under a temporary name, flushed to disk and renamed into place when complete; older checkpoints are
-    dropped. Every process calls it."""
-    final = checkpoint_dir / f"{CHECKPOINT_PREFIX}{state.step:08d}"
-    if (final / STATE_FILE).is_file():
-        return final
-    tmp = checkpoint_dir / f".tmp-{final.name}"
-    main = accelerator.is_main_process
-    if main:
-        checkpoint_dir.mkdir(parents=True, exist_ok=True)
-        if tmp.exists():
-            shutil.rmtree(tmp)
-        tmp.mkdir()
-    accelerator.wait_for_everyone()
-    accelerator.save_state(str(tmp), safe_serialization=False)
-    accelerator.wait_for_everyone()
-    if main:
-        if best_weights is not None and state.best_step != state.step:
-            torch.save(dict(best_weights), tmp / BEST_WEIGHTS_FILE)
-        (tmp / SCHEDULE_FILE).write_text(json.dumps(_schedule_record(scheduler)))
-        (tmp / STATE_FILE).write_text(json.dumps(asdict(state)))
-        fsync_tree(tmp)  # every process's files (the barrier above): the older checkpoints go next
-        os.replace(tmp, final)
-        fsync_dir(checkpoint_dir)
-        for old in checkpoint_dir.iterdir():
-            if old != final and old.is_dir() and (old.name.startswith(CHECKPOINT_PREFIX) or old.name.startswith(".tmp-")):
-                shutil.rmtree(old, ignore_errors=True)
-    accelerator.wait_for_everyone()
-    return final
-
-
-# --- several processes on one node ---------------------------------------------------------------------------
-
-
-def processes_setting(settings: Mapping[str, Any] | None) -> int:
-    """The ``processes`` setting (default 1), validated."""
-    n = (settings or {}).get("processes")
-    n = 1 if n is None else n
-    if isinstance(n, bool) or not isinstance(n, int | np.integer) or n < 1:
-        raise ValueError(f"the setting processes must be a positive integer (the number of GPUs), got {n!r}")
-    return int(n)
-
-
-def job_settings(settings: Mapping[str, Any], *, threads: int, resources: Any) -> dict[str, Any]:
-    """A training rule's settings for its Snakemake job: ``processes`` = the job's GPU count (the ``gpu`` resource,
-    which ``profiles/slurm`` sets per rule or per model; 1 without one) and the job's threads shared among them."""
-    gpus = getattr(resources, "gpu", None)
-    processes = processes_setting({"processes": int(gpus) if gpus else 1})
-    return {**settings, "threads": max(1, int(threads) // processes), "processes": processes}
-
-
-def needs_launch(settings: Mapping[str, Any] | None) -> bool:
-    """True in the process that must start the others: more than one process asked for and not yet launched."""
-    return processes_setting(settings) > 1 and "SPURIOUS_LAUNCHED" not in os.environ
-
-
-def _rendezvous_store() -> Any:
-    """The store through which the launched processes meet, served by the launcher on a port the system picks and the
-    launcher holds until they are done. The processes connect to it as clients (torchrun's agent store:
-    ``TORCHELASTIC_USE_AGENT_STORE``), so no other job can take the port between its choice and its use, and two
-    launches on one node never meet. Created before the processes are forked: no one knows the port yet, so its
-    server thread is idle and the children inherit no lock it holds."""
-    return torch.distributed.TCPStore("127.0.0.1", 0, is_master=True, wait_for_workers=False)
-
-
-def _child(fn: Callable[..., Any], rank: int, processes: int, port: int, queue: Any, args: tuple, kwargs: dict) -> None:
-    for sig in PreemptionGuard.SIGNALS:  # not the launcher's forwarding handler
-        signal.signal(sig, signal.SIG_DFL)
-    os.environ.update(
-        SPURIOUS_LAUNCHED="1",
-        MASTER_ADDR="127.0.0.1",
-        MASTER_PORT=str(port),
-        TORCHELASTIC_USE_AGENT_STORE="True",  # the launcher serves the store (_rendezvous_store)
-        RANK=str(rank),
-        LOCAL_RANK=str(rank),
-        WORLD_SIZE=str(processes),
-        LOCAL_WORLD_SIZE=str(processes),
-    )
-    from accelerate.state import AcceleratorState
-
-    AcceleratorState._reset_state(reset_partial_state=True)  # the parent's (single-process) state was forked too
-    if rank != 0 and "log" in kwargs:
-        kwargs = {**kwargs, "log": lambda message: None}  # one process reports
-    try:
-        result = fn(*args, **kwargs)
-        queue.put(("ok", rank, result if rank == 0 else None))
-    except TrainingPreempted as exc:
-        queue.put(("preempted", rank, (exc.signum, exc.step, str(exc.checkpoint))))
-    except BaseException:  # noqa: BLE001 - reported to the launcher, which raises it
-        queue.put(("error", rank, traceback.format_exc()))
-    finally:
-        if torch.distributed.is_available() and torch.distributed.is_initialized():
-            torch.distributed.destroy_process_group()
-
-
-def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn(*args, **kwargs)`` in ``processes`` forked processes on this node (rank 0 .. N-1, each with the usual
-    ``RANK``/``WORLD_SIZE``/``MASTER_*`` variables, so Accelerate sets up DDP) and return rank 0's result. The
-    processes meet through a store this process serves (``_rendezvous_store``): no port is chosen and bound later.
-
-    Forked, not spawned: the training functions take closures (objectives, selections) that cannot be pickled. CUDA
-    must therefore not be initialised in this process before (nothing in our code path does). SIGTERM/SIGUSR1 sent
-    to this process are forwarded to the children; if they were preempted, ``TrainingPreempted`` is raised here too;
-    a child's error is raised here as a RuntimeError with the child's traceback, after the others are stopped.
-    """
-    context = multiprocessing.get_context("fork")
-    queue = context.SimpleQueue()
-    store = _rendezvous_store()
-    port = store.port
-    os.environ.setdefault("PYTORCH_NVML_BASED_CUDA_CHECK", "1")  # torch.cuda.is_available() must not init CUDA
-    children = [
-        context.Process(target=_child, args=(fn, rank, processes, port, queue, args, kwargs), daemon=False)
-        for rank in range(processes)
-    ]
-
-    def forward(signum: int, frame: Any) -> None:
-        for child in children:
-            if child.pid is not None and child.is_alive():
-                os.kill(child.pid, signum)
-
-    previous = {sig: signal.signal(sig, forward) for sig in PreemptionGuard.SIGNALS}
-    messages: list[tuple[str, int, Any]] = []
-    try:
-        for child in children:
-            child.start()
-        while True:
-            while not queue.empty():
-                messages.append(queue.get())
-            if any(kind == "error" for kind, _, _ in messages) or not any(c.is_alive() for c in children):
-                break
-            time.sleep(0.05)
-        if not any(kind == "error" for kind, _, _ in messages):  # else the others wait in a collective: stop them
-            deadline = time.monotonic() + 30
-            for child in children:
-                child.join(timeout=max(0.0, deadline - time.monotonic()))
-            while not queue.empty():
-                messages.append(queue.get())
-    finally:
-        for child in children:
-            if child.is_alive():  # a failed sibling left it waiting in a collective
-                child.kill()
-                child.join()
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        del store  # its server stops: the port is free again
-    by_kind: dict[str, list[tuple[int, Any]]] = {}
-    for kind, rank, payload in messages:
-        by_kind.setdefault(kind, []).append((rank, payload))
-    if "error" in by_kind:
-        rank, text = min(by_kind["error"])
-        raise RuntimeError(f"training process {rank} of {processes} failed:\n{text}")
-    if "preempted" in by_kind:
-        signum, step, checkpoint = dict(by_kind["preempted"]).get(0, by_kind["preempted"][0][1])
-        raise TrainingPreempted(signum, step, Path(checkpoint))
-    done = dict(by_kind.get("ok", []))
-    if len(done) != processes:
-        codes = [c.exitcode for c in children]
-        raise RuntimeError(f"{processes - len(done)} of {processes} training processes ended without a result (exit codes {codes})")
-    return done[0]

@@ -87,7 +87,7 @@ GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and th
 CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
 DISK_BYTES_PER_S = 1e9  # assumed: reading model weights at the start
 # Measured: the engine's checkpoint of MiniLM QA (22.6M parameters: model, AdamW state and RNG states, 271 MB, 12
-# bytes a parameter), written and flushed to disk by engine._save_checkpoint in 0.77-1.36 s (4 saves, 2-core machine
+# bytes a parameter), written and flushed to disk by checkpoints.save_checkpoint in 0.77-1.36 s (4 saves, 2-core machine
 # with other jobs running): 0.2-0.35 GB/s, counted at 0.3 GB/s. A checkpoint after the first evaluation also holds the
 # best weights (4 bytes a parameter).
 CHECKPOINT_BYTES_PER_S = 0.3e9

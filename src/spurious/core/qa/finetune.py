@@ -17,19 +17,12 @@ import pandas as pd
 import torch
 
 from spurious.core import compiled, packing, registry
+from spurious.core.checkpoints import TrainState
 from spurious.core.config import result_settings
 from spurious.core.data import sample_questions
-from spurious.core.engine import (
-    TrainState,
-    device_for,
-    launch,
-    needs_launch,
-    processes_setting,
-    run_summary,
-    step_counts,
-    world,
-)
+from spurious.core.engine import device_for, run_summary, step_counts, world
 from spurious.core.engine import train as engine_train
+from spurious.core.launch import launch, needs_launch, processes_setting
 from spurious.core.logits import ids_sha256
 from spurious.core.models import load_qa_model, load_tokenizer
 from spurious.core.qa.features import (
