@@ -69,7 +69,7 @@ def run_baseline(df: pd.DataFrame, sample: pd.DataFrame) -> tuple[float, float, 
     from sklearn.metrics.pairwise import cosine_similarity
 
     from spurious.core.resources import SPACY_MODEL
-    from spurious.thinktwice.heuristics import _word_tokenize_like
+    from spurious.thinktwice.heuristics.text import _word_tokenize_like
 
     t0 = time.perf_counter()
     nlp = spacy.load(SPACY_MODEL)  # full default pipeline, as spacy.load('en_core_web_sm') in the authors' code

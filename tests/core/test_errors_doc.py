@@ -313,13 +313,13 @@ def counted(mp: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     import spurious.audit.classification as audit_classification
     import spurious.core.classifier as classifier
     import spurious.core.metrics as metrics
-    import spurious.workflow.plan as plan
     import spurious.core.qa as qa
     import spurious.lexical.bilstm as bilstm
     import spurious.lexical.features as lexical
     import spurious.thinktwice.bias as bias
     import spurious.thinktwice.heuristics as heuristics
     import spurious.thinktwice.report as report
+    import spurious.workflow.plan as plan
 
     calls = {"predictions": 0, "model_loads": 0, "computations": 0}
 

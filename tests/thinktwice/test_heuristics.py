@@ -17,6 +17,8 @@ import pytest
 
 from spurious.core.resources import english_stopwords
 from spurious.thinktwice import heuristics as H
+from spurious.thinktwice.heuristics import compute, measures, parsing
+from spurious.thinktwice.heuristics import text as heuristic_text
 from tests.conftest import SHARED
 
 REFERENCE = SHARED / "reference" / "isbiased_heuristics_squad_dev_even_articles.parquet"
@@ -208,8 +210,8 @@ def test_sim_ents_uses_every_answer(nlp):
     assert H.compute_heuristics(df, ["sim-ents"], nlp=nlp)["sim-ents"][0] == 3
     assert H.compute_heuristics(df, ["sim-ents"], compat="isbiased", nlp=nlp)["sim-ents"][0] == 1
     # The helper on labels directly.
-    assert H._sim_ents(["PERSON", "PERSON", "GPE"], [["GPE"], ["PERSON"]]) == 2
-    assert H._sim_ents(["PERSON"], [[]]) == 0
+    assert measures._sim_ents(["PERSON", "PERSON", "GPE"], [["GPE"], ["PERSON"]]) == 2
+    assert measures._sim_ents(["PERSON"], [[]]) == 0
 
 
 def test_subj_pos_later_missing_subject(nlp):
@@ -230,10 +232,10 @@ def test_subj_pos_later_missing_subject(nlp):
     assert fixed == [2, 2]
     assert compat == [-1, 2]
     # Helper: -1 only when no subject is found; 0 without subject; occurrences at/before answer_start count.
-    assert H._subj_pos(ctx, ["Bob", "Carl"], start, compat=False) == -1
-    assert H._subj_pos(ctx, [], start, compat=False) == 0
-    assert H._subj_pos(ctx, ["Anna"], ctx.index("Anna", 1), compat=False) == 2  # an occurrence at the start counts
-    assert H._subj_pos(ctx, ["Anna"], 0, compat=False) == 1
+    assert measures._subj_pos(ctx, ["Bob", "Carl"], start, compat=False) == -1
+    assert measures._subj_pos(ctx, [], start, compat=False) == 0
+    assert measures._subj_pos(ctx, ["Anna"], ctx.index("Anna", 1), compat=False) == 2  # an occurrence at the start counts
+    assert measures._subj_pos(ctx, ["Anna"], 0, compat=False) == 1
 
 
 def test_word_dist_capitalised_stop_word():
@@ -319,12 +321,12 @@ def test_sim_ents_question_type_variant(nlp):
 
 
 def test_question_type_table():
-    assert H._question_type("In what year did the war end?") == "what year"
-    assert H._question_type("Which country won?") == "what country"
-    assert H._question_type("How many people live there?") == "how many"
-    assert H._question_type("Who wrote it?") == "who"
-    assert H._question_type("What is the name of the river?") is None
-    assert H._question_type("Why did it fail?") is None
+    assert heuristic_text._question_type("In what year did the war end?") == "what year"
+    assert heuristic_text._question_type("Which country won?") == "what country"
+    assert heuristic_text._question_type("How many people live there?") == "how many"
+    assert heuristic_text._question_type("Who wrote it?") == "who"
+    assert heuristic_text._question_type("What is the name of the river?") is None
+    assert heuristic_text._question_type("Why did it fail?") is None
     assert set(H.QUESTION_TYPE_LABELS["how much"]) >= {"MONEY", "QUANTITY"}
 
 
@@ -388,7 +390,7 @@ def test_numpy_answers_and_no_spacy_for_plain_heuristics(monkeypatch):
     def no_spacy(**_kwargs):
         raise AssertionError("spaCy must not be loaded for word-dist/sim-word/cos-sim/ans-len")
 
-    monkeypatch.setattr(H, "load_spacy", no_spacy)
+    monkeypatch.setattr(compute, "load_spacy", no_spacy)  # where compute_heuristics looks it up
     names = ["word-dist", "sim-word", "cos-sim", "ans-len"]
     a = H.compute_heuristics(lists, names)
     b = H.compute_heuristics(arrays, names)
@@ -420,7 +422,7 @@ def test_threads_give_same_values(squad_dev, nlp):
 def test_sentences_come_from_the_parser(nlp):
     # The pipeline's senter stays disabled and the contexts run with the dependency parser.
     assert "parser" in nlp.pipe_names and "senter" not in nlp.pipe_names
-    assert "parser" in H._components(nlp, ["parser"]) and "senter" not in H._components(nlp, ["parser"])
+    assert "parser" in parsing._components(nlp, ["parser"]) and "senter" not in parsing._components(nlp, ["parser"])
     ctx = "The first sentence is here. The second one holds the answer. A third closes it."
     df = frame([{"context": ctx, "question": "What does the second hold?", "answers": ["the answer"]}])
     assert [s.text for s in nlp(ctx).sents][1] == "The second one holds the answer."
@@ -446,5 +448,5 @@ def test_stopwords_loaded():
 def test_word_tokenize_substitute():
     # Sentence-final periods are split off (so "end" counts as a word), abbreviations keep theirs, contractions
     # and possessives split as in nltk.word_tokenize.
-    toks = H._word_tokenize_like("Mr. Smith didn't go to the U.S. Army's base. It was the end.")
+    toks = heuristic_text._word_tokenize_like("Mr. Smith didn't go to the U.S. Army's base. It was the end.")
     assert "Mr." in toks and "Smith" in toks and "n't" in toks and "'s" in toks and "base" in toks and "end" in toks

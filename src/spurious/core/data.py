@@ -387,10 +387,6 @@ def validation_curves(inputs: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
     }
 
 
-def answers_of(df: pd.DataFrame) -> Sequence[Mapping[str, Any]]:
-    return df["answers"].tolist()
-
-
 def read_heuristic_values(path: str | os.PathLike, heuristic: str, ids: Sequence[str]) -> np.ndarray:
     """The values of one heuristic column of a heuristics parquet, aligned to ``ids``.
 

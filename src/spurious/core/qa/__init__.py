@@ -50,7 +50,6 @@ from spurious.core.qa.settings import (
     DEFAULT_SETTINGS,
     EVAL_SUBSET_SEED,
     LogFn,
-    logger,
     resolve_settings,
 )
 
@@ -82,7 +81,6 @@ __all__ = [
     "best_span",
     "featurize",
     "infer_feature_logits",
-    "logger",
     "postprocess_predictions",
     "predict_logits",
     "predict_qa",

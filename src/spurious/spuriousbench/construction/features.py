@@ -5,11 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:
-    pass
-
 
 PAPER_TARGET_LABEL: int = 1
 """§2.2 / §3: the target feature is ``y = 1`` (SST-2 positive, MNLI entailment); App. D also uses the other label."""

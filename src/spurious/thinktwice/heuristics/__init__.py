@@ -21,8 +21,8 @@ disagree, and each is needed for a different purpose:
     later subject that is missing from the context overwrite an earlier hit with -1).
 
 * ``compat="isbiased"``: the authors' code, bugs included, for checking against their published values.  Two parts
-  cannot be exact offline because NLTK's ``punkt`` model is unavailable; see :func:`_word_tokenize_like` (sim-word:
-  NLTK's Punkt algorithm with a listed abbreviation set + NLTK's Treebank tokenizer) and :func:`_ans_pos` (spaCy
+  cannot be exact offline because NLTK's ``punkt`` model is unavailable; see :func:`text._word_tokenize_like` (sim-word:
+  NLTK's Punkt algorithm with a listed abbreviation set + NLTK's Treebank tokenizer) and :func:`measures._ans_pos` (spaCy
   dependency-parser sentences instead of ``sent_tokenize``) for the documented substitutes.  On the 5,397
   questions of the even-numbered SQuAD-dev articles it reproduces the authors' published values of word-dist,
   cos-sim, ans-len, sim-ents and subj-pos for every question (``tests/thinktwice/test_heuristics.py``).
@@ -31,57 +31,22 @@ disagree, and each is needed for a different purpose:
   by name (see :data:`VARIANTS`); variants build on the default definitions.
 
 spaCy work (sentences, entities, question subjects) runs batched with ``nlp.pipe`` over *distinct* texts only and
-only for the heuristics that need it, in ``threads`` forked worker processes (:class:`_JobRunner`), because parsing
+only for the heuristics that need it, in ``threads`` forked worker processes (:class:`parsing._JobRunner`), because parsing
 dominates the run time (SQuAD dev: 10,570 questions but only 2,067 distinct contexts).  All seven heuristics on
 SQuAD dev take ~60 CPU-seconds (``benchmarks/bench_heuristics.py``).
 """
 
 # the spaCy loader the heuristics use, for callers that pass their own pipeline (nlp=...)
 from spurious.core.resources import load_spacy
-from spurious.thinktwice.heuristics.compute import (
-    compute_heuristics,
-)
+from spurious.thinktwice.heuristics.compute import compute_heuristics
 from spurious.thinktwice.heuristics.definitions import (
     COMPAT_MODES,
     HEURISTICS,
     ISBIASED_COLUMNS,
     QUESTION_TYPE_LABELS,
     VARIANTS,
-    _validate,
 )
-from spurious.thinktwice.heuristics.measures import (
-    _ans_len,
-    _ans_pos,
-    _cos_sim,
-    _sim_ents,
-    _subj_pos,
-    _word_dist,
-)
-from spurious.thinktwice.heuristics.parsing import (
-    _EXTRACTORS,
-    _can_fork,
-    _components,
-    _extract_answer,
-    _extract_context,
-    _extract_question,
-    _Job,
-    _JobRunner,
-    _run_task,
-)
-from spurious.thinktwice.heuristics.text import (
-    _PUNKT_ABBREVIATIONS,
-    _WH_WORDS,
-    _WORD_RE,
-    _alnum_word_set,
-    _answers,
-    _ContextTokens,
-    _find_sub_list,
-    _min_abs_distance,
-    _punkt_and_treebank,
-    _question_type,
-    _word_tokenize_like,
-    fit_tfidf,
-)
+from spurious.thinktwice.heuristics.text import fit_tfidf
 
 __all__ = [
     "load_spacy",
@@ -90,33 +55,6 @@ __all__ = [
     "COMPAT_MODES",
     "ISBIASED_COLUMNS",
     "QUESTION_TYPE_LABELS",
-    "_validate",
-    "_WH_WORDS",
-    "_PUNKT_ABBREVIATIONS",
-    "_WORD_RE",
     "fit_tfidf",
-    "_punkt_and_treebank",
-    "_word_tokenize_like",
-    "_alnum_word_set",
-    "_ContextTokens",
-    "_find_sub_list",
-    "_min_abs_distance",
-    "_question_type",
-    "_answers",
-    "_Job",
-    "_extract_context",
-    "_extract_question",
-    "_extract_answer",
-    "_EXTRACTORS",
-    "_run_task",
-    "_components",
-    "_can_fork",
-    "_JobRunner",
-    "_word_dist",
-    "_ans_pos",
-    "_ans_len",
-    "_sim_ents",
-    "_subj_pos",
-    "_cos_sim",
     "compute_heuristics",
 ]

@@ -3,11 +3,6 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
-
-if TYPE_CHECKING:  # heavy imports stay lazy: the workflow imports this module in processes that may not use them
-    pass
-
 
 HEURISTICS: tuple[str, ...] = ("word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos")
 
