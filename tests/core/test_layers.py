@@ -139,13 +139,17 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.urlfetch": "fetch_url ChecksumError FetchFailed",
     "spurious.core.datamirror": "FILES build with_source_checksums",
+    "spurious.core.config": "result_settings canonical RuleSettings unordered ConfigError available_splits",
+    "spurious.workflow.config": "load_config_file validate_config method_training SCHEMA_PATH",
     "spurious.workflow.slurm": (
         "request_of pending_requests parse_sinfo unmet status_command_problem check_workflow SlurmRequestError "
         "apply_size_requests size_table"
     ),
     "spurious.workflow.sizes": "model_size ModelSize ModelSizeError KNOWN CLASS_LIMITS",
     "spurious.workflow.plan": "planned_jobs PlannedJob workflow_root PlanError estimate markdown as_json",
-    "spurious.core.engine": "train TrainResult step_counts run_summary launch needs_launch job_settings",
+    "spurious.core.engine": "train TrainResult step_counts run_summary",
+    "spurious.core.checkpoints": "TrainState save_checkpoint resume STATE_FILE MODEL_STATE_FILE",
+    "spurious.core.launch": "launch needs_launch job_settings processes_setting",
     "spurious.core.classifier": "train_classifier predict_classifier bitfit",
     "spurious.core.prompt": "PromptSpec PAPER_PROMPTS label_word_ids encode_prompts PromptClassifier load_masked_lm",
     "spurious.core.qnli": "split_qnli_by_article squad_to_qnli_pairs derive_by_article",
