@@ -29,8 +29,9 @@ What stays ours, because results and resumption depend on it:
   that resuming never unpickles code (Accelerate would pickle a registered scheduler and load it with
   ``weights_only=False``).
 
-``launch`` runs a training function over N processes on one node (``processes`` setting; the rules take N from the
-job's GPU count, see README "Several GPUs per training job").
+What a checkpoint holds, how it is written and the checks on resume are in :mod:`spurious.core.checkpoints`;
+:func:`spurious.core.launch.launch` runs a training function over N processes on one node (``processes`` setting;
+the rules take N from the job's GPU count, see docs/running.md "Several GPUs per training job").
 """
 
 from __future__ import annotations
