@@ -238,7 +238,7 @@ def test_a_request_no_node_can_meet_fails_before_any_submission(cluster_run, tmp
     assert "rule train (model=minilm, seed=0) asks for 32 CPUs" in out
     assert "the largest node of partition 'gpu'" in out and "has 16 CPUs, 128000 MB and 1 GPUs" in out
     assert "set-threads: train (or set-resources: train: cpus_per_gpu" in out
-    assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
+    assert {j["JobId"] for j in _jobs()} <= before, "a job was submitted"  # older ones may age out (MinJobAge)
     assert not (tmp_path / ".snakemake" / "locks").exists() or not any((tmp_path / ".snakemake" / "locks").iterdir())
 
 
@@ -252,7 +252,7 @@ def test_the_default_status_command_without_accounting_fails_at_once(cluster_run
     out = proc.stdout
     assert "read job states with sacct, which fails on this cluster" in out, out[-4000:]
     assert "accounting storage is disabled" in out and "--slurm-status-command squeue" in out
-    assert {j["JobId"] for j in _jobs()} == before, "a job was submitted"
+    assert {j["JobId"] for j in _jobs()} <= before, "a job was submitted"  # older ones may age out (MinJobAge)
 
 
 def _slurm_plan(tmp_path, config: str) -> dict:
@@ -263,7 +263,7 @@ def _slurm_plan(tmp_path, config: str) -> dict:
     before = {j["JobId"] for j in _jobs()}
     proc = _run(_snakemake_cmd(tmp_path, "--configfile", str(REPO / "configs" / config)), 240, env)
     assert proc.returncode != 0 and plan.exists(), proc.stdout[-4000:]
-    assert {j["JobId"] for j in _jobs()} == before
+    assert {j["JobId"] for j in _jobs()} <= before, "a job was submitted"  # older ones may age out (MinJobAge)
     return json.loads(plan.read_text())
 
 
