@@ -7,10 +7,13 @@ from __future__ import annotations
 import re
 from typing import Any
 
+import pytest
 import yaml
 
+from spurious.core.config import ConfigError
 from spurious.thinktwice import track
 from spurious.thinktwice.heuristics import HEURISTICS
+from spurious.workflow.config import DECLARED_NAMES, load_schema, validate_config
 from tests.conftest import REPO
 
 
@@ -24,12 +27,24 @@ def _enums(node: Any) -> list[list[Any]]:
 
 
 def test_the_schema_lists_the_declared_heuristics_and_methods() -> None:
-    enums = _enums(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()))
+    raw = (REPO / "schemas" / "config.schema.yaml").read_text()
+    assert "enum: [word-dist" not in raw and "enum: [plain" not in raw and "enum: [lmix" not in raw
+    enums = _enums(load_schema())
     heuristic_enums = [e for e in enums if "word-dist" in e]
     method_enums = [e for e in enums if "lmix" in e]
     assert len(heuristic_enums) == 5 and all(e == list(HEURISTICS) for e in heuristic_enums), heuristic_enums
     assert method_enums == [[track.CONTROL, *track.DEBIAS_METHODS], list(track.SCALED_METHODS)]
     assert set(track.STAGE_OF_METHOD) == {track.CONTROL, *track.DEBIAS_METHODS, track.BIAS_MODEL}
+
+
+def test_a_name_the_papers_declare_reaches_the_schema(monkeypatch) -> None:
+    monkeypatch.setitem(DECLARED_NAMES, "heuristics", (*HEURISTICS, "toy-heuristic"))
+    config = yaml.safe_load((REPO / "config.yaml").read_text())
+    config["heuristics"]["names"] = [*HEURISTICS, "toy-heuristics"]
+    with pytest.raises(ConfigError, match="toy-heuristics"):
+        validate_config(config)
+    config["heuristics"]["names"] = [*HEURISTICS, "toy-heuristic"]
+    assert validate_config(config)["heuristics"]["names"][-1] == "toy-heuristic"
 
 
 def test_the_snakefile_and_rules_spell_no_method_or_heuristic_list_of_their_own() -> None:

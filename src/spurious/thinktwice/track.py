@@ -7,7 +7,7 @@ imports nothing heavy: the Snakefile does it on every start."""
 
 from __future__ import annotations
 
-from spurious.thinktwice.heuristics.definitions import HEURISTICS
+from spurious.thinktwice.heuristics.catalog import HEURISTICS
 
 #: The debiasing methods (paper §5): ReSam, LearnedMixin+H, Confidence Regularization.
 DEBIAS_METHODS: tuple[str, ...] = ("resam", "lmix", "creg")

@@ -14,8 +14,16 @@ import yaml
 
 from spurious.core import registry
 from spurious.core.config import DERIVED_SPLITS, ConfigError, available_splits, classification_dataset_problems
+from spurious.thinktwice import track
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
+#: The name lists the papers declare, by the schema's ``x-names`` key: a node ``{x-names: <list>}`` becomes
+#: ``{enum: [...]}`` when the schema is loaded, so adding a heuristic or a method needs no schema edit.
+DECLARED_NAMES: dict[str, tuple[str, ...]] = {
+    "heuristics": track.HEURISTICS,
+    "debias_methods": (track.CONTROL, *track.DEBIAS_METHODS),
+    "scaled_methods": track.SCALED_METHODS,
+}
 
 
 def _extend_with_default(validator_class):
@@ -79,8 +87,20 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
 
 
 def load_schema(path: str | os.PathLike | None = None) -> dict[str, Any]:
+    """The config schema, its ``x-names`` nodes filled in from :data:`DECLARED_NAMES`."""
     with open(path or SCHEMA_PATH) as fh:
-        return yaml.safe_load(fh)
+        return _fill_declared_names(yaml.safe_load(fh))
+
+
+def _fill_declared_names(node: Any) -> Any:
+    if isinstance(node, dict):
+        filled = {key: _fill_declared_names(value) for key, value in node.items()}
+        if "x-names" in filled:
+            filled["enum"] = list(DECLARED_NAMES[filled.pop("x-names")])
+        return filled
+    if isinstance(node, list):
+        return [_fill_declared_names(value) for value in node]
+    return node
 
 
 def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | None = None) -> dict[str, Any]:

@@ -38,18 +38,15 @@ SQuAD dev take ~60 CPU-seconds (``benchmarks/bench_heuristics.py``).
 
 # the spaCy loader the heuristics use, for callers that pass their own pipeline (nlp=...)
 from spurious.core.resources import load_spacy
+from spurious.thinktwice.heuristics.catalog import HEURISTIC_SPECS, HEURISTICS, ISBIASED_COLUMNS, VARIANTS, Heuristic
 from spurious.thinktwice.heuristics.compute import compute_heuristics
-from spurious.thinktwice.heuristics.definitions import (
-    COMPAT_MODES,
-    HEURISTICS,
-    ISBIASED_COLUMNS,
-    QUESTION_TYPE_LABELS,
-    VARIANTS,
-)
+from spurious.thinktwice.heuristics.definitions import COMPAT_MODES, QUESTION_TYPE_LABELS
 from spurious.thinktwice.heuristics.text import fit_tfidf
 
 __all__ = [
     "load_spacy",
+    "Heuristic",
+    "HEURISTIC_SPECS",
     "HEURISTICS",
     "VARIANTS",
     "COMPAT_MODES",

@@ -1,4 +1,5 @@
-"""compute_heuristics: any subset of the seven heuristics on a QA frame (the public entry point)."""
+"""compute_heuristics: any subset of the heuristics on a QA frame (the public entry point); the heuristics themselves
+are declared in :mod:`spurious.thinktwice.heuristics.catalog`."""
 
 from __future__ import annotations
 
@@ -9,10 +10,9 @@ import numpy as np
 import pandas as pd
 
 from spurious.core.resources import english_stopwords, load_spacy
-from spurious.thinktwice.heuristics.definitions import HEURISTICS, QUESTION_TYPE_LABELS, _validate
-from spurious.thinktwice.heuristics.measures import _ans_len, _ans_pos, _cos_sim, _sim_ents, _subj_pos, _word_dist
+from spurious.thinktwice.heuristics.catalog import HEURISTICS, SPEC_OF, Questions, validate_request
 from spurious.thinktwice.heuristics.parsing import _components, _Job, _JobRunner
-from spurious.thinktwice.heuristics.text import _answers, _ContextTokens, _punkt_and_treebank, _question_type
+from spurious.thinktwice.heuristics.text import _answers, _punkt_and_treebank
 
 if TYPE_CHECKING:  # heavy imports stay lazy: the workflow imports this module in processes that may not use them
     from sklearn.feature_extraction.text import TfidfVectorizer
@@ -72,163 +72,114 @@ def compute_heuristics(
           0 = answer before the subject, 1 = after one occurrence, 2 = after several occurrences, and keeps -1
           (no question subject occurs in the context; a question without subject gets 0, as in the default).
     """
-    requested, chosen = _validate(heuristics, compat, variants)
+    requested, chosen = validate_request(heuristics, compat, variants)
     missing_cols = [c for c in ("id", "context", "question", "answers") if c not in qa_frame.columns]
     if missing_cols:
         raise ValueError(
             f"qa_frame lacks column(s) {missing_cols}; a QA frame has id, title, context, question, answers"
         )
-    is_compat = compat == "isbiased"
-    n = len(qa_frame)
-    if n == 0:
+    if len(qa_frame) == 0:
         return pd.DataFrame(
             {"id": pd.Series([], dtype=object), **{h: pd.Series([], dtype=np.float64) for h in requested}}
         )
-    ids = qa_frame["id"].astype(str).tolist()
-    contexts_all = [str(c) for c in qa_frame["context"]]
-    questions = [str(q) for q in qa_frame["question"]]
-    parsed = [_answers(a) for a in qa_frame["answers"]]
-    answer_texts = [p[0] for p in parsed]
-    answer_starts = [p[1] for p in parsed]
-    codes, uniques = pd.factorize(pd.Series(contexts_all, dtype=object), sort=False)
-    contexts: list[str] = list(uniques)
-
-    want = set(requested)
-    ents_variant = chosen.get("sim-ents")
-    sim_ents_answers: list[list[str]] = []
-    if "sim-ents" in want and ents_variant is None:
-        # compat: only the last gold answer's labels count (authors' bug); default: every gold answer.
-        sim_ents_answers = [(t[-1:] if is_compat else t) for t in answer_texts]
-    distinct_answers = list(dict.fromkeys(a for texts in sim_ents_answers for a in texts))
-    distinct_questions = list(dict.fromkeys(questions))
-
-    # Per-text work over distinct texts, only for the heuristics that need it.
-    if want & {"ans-pos", "sim-ents", "subj-pos"} and nlp is None:
+    specs = [SPEC_OF[h] for h in requested]
+    q = _questions(qa_frame, compat == "isbiased", tfidf_contexts)
+    parses = frozenset().union(*(spec.parses(chosen.get(spec.name)) for spec in specs))
+    if parses - {"words"} and nlp is None:
         nlp = load_spacy()
-    jobs = _parse_jobs(want, nlp, contexts, distinct_questions, distinct_answers)
+    distinct_answers = []
+    if "answer_entities" in parses:
+        distinct_answers = list(dict.fromkeys(a for texts in q.entity_answers() for a in texts))
+    jobs = _parse_jobs(parses, nlp, q.contexts, q.distinct_questions, distinct_answers)
     # Load NLTK before forking so that the workers inherit it instead of importing it each (seconds of CPU).
-    stop = english_stopwords() if "word-dist" in want else frozenset()
-    if "sim-word" in want:
+    if any(spec.stopwords for spec in specs):
+        q.stopwords = english_stopwords()
+    if "words" in parses:
         _punkt_and_treebank()
     runner = _JobRunner(nlp, jobs, threads=threads, batch_size=batch_size)
     runner.start()
 
-    # The heuristics without per-text jobs run in this process while the workers parse.
-    out: dict[str, Any] = {"id": ids}
+    # The heuristics that read no parse run in this process while the workers parse.
+    out: dict[str, Any] = {}
     try:
-        if "word-dist" in want:
-            tokens = [_ContextTokens.of(c) for c in contexts]
-            variant = chosen.get("word-dist")
-            out["word-dist"] = [
-                _word_dist(
-                    tokens[codes[i]],
-                    questions[i],
-                    answer_texts[i],
-                    answer_starts[i],
-                    compat=is_compat,
-                    variant=variant,
-                    stop=stop,
-                )
-                for i in range(n)
-            ]
-        if "cos-sim" in want:
-            out["cos-sim"] = _cos_sim(
-                contexts, codes, questions, answer_texts, tfidf_contexts, contexts_all, chosen.get("cos-sim")
-            )
-        if "ans-len" in want:
-            out["ans-len"] = [_ans_len(t) for t in answer_texts]
+        for spec in specs:
+            if not spec.parses(chosen.get(spec.name)):
+                out[spec.name] = spec.values(q, chosen.get(spec.name))
     except BaseException:
         runner.abort()
         raise
-    feats = runner.results()
-    for name in jobs:  # a job over no texts (empty frame) ran nowhere
-        feats.setdefault(name, [])
-    if "sim-word" in want:
-        q_sets = dict(zip(distinct_questions, feats["question_words"], strict=True))
-        ctx_sets = feats["context_words"]
-        out["sim-word"] = [float(len(ctx_sets[codes[i]] & q_sets[questions[i]])) for i in range(n)]
-    if "ans-pos" in want:
-        ctx_feats = feats["contexts"]
-        out["ans-pos"] = [
-            _ans_pos(
-                ctx_feats[codes[i]][0], ctx_feats[codes[i]][1], answer_texts[i], answer_starts[i], compat=is_compat
-            )
-            for i in range(n)
-        ]
-    if "sim-ents" in want:
-        ctx_labels = [f[2] for f in feats["contexts"]]
-        if ents_variant == "question-type":
-            out["sim-ents"] = [_question_type_entities(ctx_labels[codes[i]], questions[i]) for i in range(n)]
-        else:
-            ans_labels = dict(zip(distinct_answers, feats.get("answers", []), strict=True))
-            out["sim-ents"] = [
-                _sim_ents(ctx_labels[codes[i]], (ans_labels[a] for a in sim_ents_answers[i]))
-                if sim_ents_answers[i]
-                else float("nan")
-                for i in range(n)
-            ]
-    if "subj-pos" in want:
-        subjects = dict(zip(distinct_questions, feats["questions"], strict=True))
-        out["subj-pos"] = [
-            _subj_pos_value(
-                contexts_all[i],
-                subjects[questions[i]],
-                answer_starts[i],
-                compat=is_compat,
-                variant=chosen.get("subj-pos"),
-            )
-            for i in range(n)
-        ]
+    q.parsed = _parsed(runner.results(), jobs, q.distinct_questions, distinct_answers)
+    for spec in specs:
+        if spec.name not in out:
+            out[spec.name] = spec.values(q, chosen.get(spec.name))
 
-    frame = pd.DataFrame({"id": ids})
+    frame = pd.DataFrame({"id": q.ids})
     for h in requested:
         frame[h] = np.asarray(out[h], dtype=np.float64)
     return frame
 
 
+def _questions(qa_frame: pd.DataFrame, compat: bool, tfidf_contexts: Any) -> Questions:
+    """The frame's rows as a heuristic's value function reads them; its contexts factorised to distinct texts."""
+    contexts_all = [str(c) for c in qa_frame["context"]]
+    parsed = [_answers(a) for a in qa_frame["answers"]]
+    codes, uniques = pd.factorize(pd.Series(contexts_all, dtype=object), sort=False)
+    return Questions(
+        ids=qa_frame["id"].astype(str).tolist(),
+        contexts_all=contexts_all,
+        questions=[str(q) for q in qa_frame["question"]],
+        answer_texts=[p[0] for p in parsed],
+        answer_starts=[p[1] for p in parsed],
+        codes=codes,
+        contexts=list(uniques),
+        compat=compat,
+        tfidf_contexts=tfidf_contexts,
+    )
+
+
+def _parsed(
+    feats: dict[str, list[Any]], jobs: dict[str, _Job], distinct_questions: list[str], distinct_answers: list[str]
+) -> dict[str, Any]:
+    """The runner's per-text results as :data:`~spurious.thinktwice.heuristics.catalog.PARSES`."""
+    for name in jobs:  # a job over no texts (empty frame) ran nowhere
+        feats.setdefault(name, [])
+    parsed: dict[str, Any] = {}
+    if "contexts" in feats:
+        parsed["context_sentences"] = [(f[0], f[1]) for f in feats["contexts"]]
+        parsed["context_entities"] = [f[2] for f in feats["contexts"]]
+    if "questions" in feats:
+        parsed["question_subjects"] = dict(zip(distinct_questions, feats["questions"], strict=True))
+    if "answers" in feats:
+        parsed["answer_entities"] = dict(zip(distinct_answers, feats["answers"], strict=True))
+    if "context_words" in feats:
+        parsed["words"] = (feats["context_words"], dict(zip(distinct_questions, feats["question_words"], strict=True)))
+    return parsed
+
 
 def _parse_jobs(
-    want: set[str],
+    parses: frozenset[str],
     nlp: Language | None,
     contexts: list[str],
     distinct_questions: list[str],
     distinct_answers: list[str],
 ) -> dict[str, _Job]:
-    """The per-text jobs the requested heuristics need (spaCy parses, sim-word's tokenisation), by name."""
+    """The per-text jobs that give the requested parses (spaCy, sim-word's tokenisation), by name."""
     jobs: dict[str, _Job] = {}
-    if want & {"ans-pos", "sim-ents"}:
+    if parses & {"context_sentences", "context_entities"}:
         assert nlp is not None
         # NER keeps the parser: in the full pipeline the parser runs first and entities never cross its sentence
         # boundaries, so NER alone finds different entities (e.g. "X. Thus" as one ORG).
-        need = ["parser"] + (["ner"] if "sim-ents" in want else [])
+        need = ["parser"] + (["ner"] if "context_entities" in parses else [])
         jobs["contexts"] = ("context", _components(nlp, need), contexts)
-    if "subj-pos" in want:
+    if "question_subjects" in parses:
         assert nlp is not None
         jobs["questions"] = ("question", _components(nlp, ["parser"]), distinct_questions)
-    if distinct_answers:
+    if "answer_entities" in parses and distinct_answers:
         assert nlp is not None
         # Answer texts are short and rarely hold a sentence boundary, so their NER runs without the parser (half
         # the cost); on the reference questions this gives the same sim-ents values as the full pipeline.
         jobs["answers"] = ("answer", _components(nlp, ["ner"]), distinct_answers)
-    if "sim-word" in want:
+    if "words" in parses:
         jobs["context_words"] = ("words", (), contexts)
         jobs["question_words"] = ("words", (), distinct_questions)
     return jobs
-
-
-def _question_type_entities(context_labels: list[str], question: str) -> float:
-    """sim-ents, variant ``question-type``: the context's entities whose label belongs to the question's type (0 for
-    a question of no mapped type)."""
-    qtype = _question_type(question)
-    labels = set(QUESTION_TYPE_LABELS[qtype]) if qtype else set()
-    return float(sum(1 for label in context_labels if label in labels))
-
-
-def _subj_pos_value(
-    context: str, subjects: list[str], answer_starts: list[int], *, compat: bool, variant: str | None
-) -> float:
-    """subj-pos of one question; variant ``categories`` folds counts above 2 into 2 (NaN and the -1 sentinel stay)."""
-    value = _subj_pos(context, subjects, answer_starts[0] if answer_starts else None, compat=compat)
-    if variant == "categories" and not np.isnan(value) and value >= 0:
-        return float(min(value, 2.0))
-    return value
