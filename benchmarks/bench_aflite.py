@@ -4,11 +4,12 @@ features, our batched torch logistic regression against scikit-learn's ``Logisti
 Run: ``python benchmarks/bench_aflite.py [--n 100000] [--d 384] [--m 64] [--t 10000] [--device auto] [--json OUT]``.
 
 The features are embedding-like: standard Gaussian with a weak label direction (held-out accuracy about 0.75).
-Both sides use the same partitions (``numpy.random.default_rng(0)``, as ``spurious.aflite.filtering.predictability_scores``
-draws them), the same objective (L2, C = 1) and the same gradient tolerance (1e-4); the benchmark reports the time
-of each, their ratio, and how far the predictability scores agree (they differ only where a prediction sits on the
-decision boundary within solver tolerance). Both times include the held-out predictions; ours also includes copying
-the features to the device, as every iteration of ``spurious.aflite.filtering.aflite`` does.
+Both sides use the same partitions (``numpy.random.default_rng(0)``, as
+``spurious.aflite.filtering.predictability_scores`` draws them), the same objective (L2, C = 1) and the same gradient
+tolerance (1e-4); the benchmark reports the time of each, their ratio, and how far the predictability scores agree (they
+differ only where a prediction sits on the decision boundary within solver tolerance). Both times include the held-out
+predictions; ours also includes copying the features to the device, as every iteration of
+``spurious.aflite.filtering.aflite`` does.
 
 **The steady state.** A process's first work on a GPU pays for the device's start-up (the CUDA context, the
 libraries' handles, loading kernels), which an AFLite run pays once, not per iteration. Both are kept out of the

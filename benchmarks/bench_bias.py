@@ -34,7 +34,10 @@ from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import DROP_NEGATIVE_HEURISTICS, search_thresholds
 
 # the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR), else ../shared beside the checkout
-DEFAULT_DATA = Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz"
+DEFAULT_DATA = (
+    Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    / "squad_v1.1" / "dev-v1.1.json.gz"
+)
 _WORD = re.compile(r"\w+")
 
 

@@ -4,8 +4,8 @@ Usage::
 
     NLTK_DATA=mirror/nltk_data python benchmarks/bench_heuristics.py [--threads 2] [--n-baseline 200]
 
-*Ours* is :func:`spurious.thinktwice.heuristics.compute_heuristics` on the full file (10,570 questions), timed end to end:
-spaCy model load, TF-IDF fit (on the dev contexts, one per question) and all seven heuristics.
+*Ours* is :func:`spurious.thinktwice.heuristics.compute_heuristics` on the full file (10,570 questions), timed end to
+end: spaCy model load, TF-IDF fit (on the dev contexts, one per question) and all seven heuristics.
 
 The *baseline* mirrors the structure of the authors' code (``isbiased/heuristics.py``): a row-wise
 ``DataFrame.apply``, one ``nlp(text)`` call per text of each row (context, question, each answer; the context parse
@@ -34,7 +34,10 @@ import numpy as np
 import pandas as pd
 
 # the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR and NLTK_DATA), else ../shared
-DEFAULT_DATA = Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz"
+DEFAULT_DATA = (
+    Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    / "squad_v1.1" / "dev-v1.1.json.gz"
+)
 DEFAULT_NLTK_DATA = Path(os.environ.get("NLTK_DATA") or DEFAULT_DATA.parents[2] / "nltk_data")
 
 
@@ -156,8 +159,8 @@ def main(argv: list[str] | None = None) -> int:
         fixed, per_row, rows = run_baseline(df, sample)
         extrapolated = fixed + per_row * n
         print(
-            f"baseline  (authors' style: row-wise apply, one spaCy call per text, full default spaCy pipeline, 1 process): "
-            f"measured on {rows} rows "
+            f"baseline  (authors' style: row-wise apply, one spaCy call per text, full default spaCy pipeline, "
+            f"1 process): measured on {rows} rows "
             f"= {per_row * 1000:.1f} ms/row + {fixed:.1f} s fixed -> EXTRAPOLATED to {n} rows: {extrapolated:7.1f} s"
         )
         print(f"speed-up  (extrapolated baseline / ours): {extrapolated / wall:.1f}x")

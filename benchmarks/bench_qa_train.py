@@ -24,7 +24,10 @@ from spurious.core.qa.inference import _plain_loss
 from spurious.core.training import autocast, to_device
 
 # the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR), else ../shared beside the checkout
-DEFAULT_DATA = str(Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data") / "squad_v1.1" / "dev-v1.1.json.gz")
+DEFAULT_DATA = str(
+    Path(os.environ.get("SPURIOUS_DATA_MIRROR") or Path(__file__).resolve().parents[2] / "shared" / "data")
+    / "squad_v1.1" / "dev-v1.1.json.gz"
+)
 
 
 def bench_train(

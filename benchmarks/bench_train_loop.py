@@ -85,13 +85,14 @@ without CUDA graphs (``cudagraph_skips``, a silent fallback otherwise logged onl
 real tokens/s (the floor: 1.5x), on BERT-base (b32, L384) and on MiniLM (b16, L256), and (reported beside) the same
 against the tuned Trainer; at least 1.3x the Trainer with ``torch_compile=True``; MFU at least 30 % on BERT-base;
 compile and capture of all shapes at most 90 s. The report prints each target with the device and by how much it is
-met or missed (on a CPU for reference only), and ours against the Trainer fed the same batches (at least 1.0x). ``--profile DIR`` runs ``--profile-steps`` more steps after the
-timed ones in every pass of every variant (so the passes stay alike), the last pass's under ``torch.profiler``: the
-operators by device time in ``DIR/<variant>.profile.txt``, with the GPU idle share per step (1 - the union of the
-GPU's kernel and copy intervals / the wall time; the profiler's own overhead counts as idle), so a missed target comes
-with where the time went. The profiled steps' batch shapes count among those a compiled variant compiles. The profiler
-starts after the timed steps, so for our compiled variants on CUDA (their CUDA graphs captured before it started: it
-may not see the kernels replayed from them) the GPU idle share is marked unreliable.
+met or missed (on a CPU for reference only), and ours against the Trainer fed the same batches (at least 1.0x).
+``--profile DIR`` runs ``--profile-steps`` more steps after the timed ones in every pass of every variant (so the passes
+stay alike), the last pass's under ``torch.profiler``: the operators by device time in ``DIR/<variant>.profile.txt``,
+with the GPU idle share per step (1 - the union of the GPU's kernel and copy intervals / the wall time; the profiler's
+own overhead counts as idle), so a missed target comes with where the time went. The profiled steps' batch shapes count
+among those a compiled variant compiles. The profiler starts after the timed steps, so for our compiled variants on CUDA
+(their CUDA graphs captured before it started: it may not see the kernels replayed from them) the GPU idle share is
+marked unreliable.
 
 Both loops need ``accelerate`` (a project dependency). Examples (on a GPU machine ``--device auto`` picks CUDA, bf16):
 
@@ -1183,8 +1184,8 @@ def report_lines(payload: dict[str, Any]) -> list[str]:
             )
     if not any_compiled:
         lines.append("- no compiled variant ran")
-    lines += ["", "Inside the timed steps (every variant): batch shapes (rows x length) met there for the first time in "
-              "the process, and micro-batches run without a compiled graph:"]  # fmt: skip
+    lines += ["", "Inside the timed steps (every variant): batch shapes (rows x length) met there for the first time "
+              "in the process, and micro-batches run without a compiled graph:"]  # fmt: skip
     for r in ok.values():
         first, eager = r["shapes_first_met_in_window"], r["eager_steps_in_window"]
         lines.append(

@@ -26,12 +26,13 @@ On one H100 or H200 (or any CUDA card) it calls the same entry points the workfl
   variant that failed is a failed expectation (the others' rows stand).
 
 It writes ``gpu_check.json`` and ``gpu_check.md`` (time, the check's numbers, peak device memory per check; the card,
-torch, transformers, CUDA) to ``--out``, after every check (a run cut short keeps what ran). Any error stops it with the traceback and a non-zero exit, after writing
-what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is recorded and the checks go on, and the run
-exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes (a few steps, a few dozen examples) on the
-CPU in about a minute, the CUDA-only ones listed as skipped with the reason; ``make test`` runs it
-(tests/core/test_gpu_check.py). Compilations go to one inductor cache, fresh for the run (``TORCHINDUCTOR_CACHE_DIR``
-unless set), so the benchmark's compile seconds may include hits from the checks before it (its report says so).
+torch, transformers, CUDA) to ``--out``, after every check (a run cut short keeps what ran). Any error stops it with the
+traceback and a non-zero exit, after writing what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is
+recorded and the checks go on, and the run exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes
+(a few steps, a few dozen examples) on the CPU in about a minute, the CUDA-only ones listed as skipped with the reason;
+``make test`` runs it (tests/core/test_gpu_check.py). Compilations go to one inductor cache, fresh for the run
+(``TORCHINDUCTOR_CACHE_DIR`` unless set), so the benchmark's compile seconds may include hits from the checks before it
+(its report says so).
 
 Run on a GPU node: ``make gpu-check`` (or ``python benchmarks/gpu_check.py --out results/gpu_check``) with the data
 mirror in ``SPURIOUS_DATA_MIRROR`` (or ``--data``). Budget: under 8 minutes on one H100/H200, start-up excluded
@@ -243,8 +244,9 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
                        f"than {EM_TOLERANCE}")  # fmt: skip
         return {"steps": summary["steps"], "attention": settings["attention"],
                 "train_s": round(summary["train_wall_time_s"], 2), "predict_s": round(time.perf_counter() - t0, 2),
-                "em": em, "f1": round(scores["f1"], 2), "em_vs_eager": diff, "compiled_shapes": len(record["shapes"]), "eager_passes": record["eager_passes"],
-                "compile_s": round(record["compile_s"] or 0, 1), "capture_s": record.get("capture_s")}
+                "em": em, "f1": round(scores["f1"], 2), "em_vs_eager": diff, "compiled_shapes": len(record["shapes"]),
+                "eager_passes": record["eager_passes"], "compile_s": round(record["compile_s"] or 0, 1),
+                "capture_s": record.get("capture_s")}
 
     checker.run("qa_cuda_defaults", qa_cuda_defaults, cuda_only="varlen_attn needs it; compiling the steps as CUDA "
                 "graphs is what is checked")
@@ -348,7 +350,8 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     from spurious.core.prompt import PAPER_PROMPTS
 
     # MiniLM ships without its masked-LM head: the prompt path runs on a randomly initialised MiniLM-shaped MLM
-    checker.run("prompt_classifier", train_and_predict("prompt_classifier", prompt=PAPER_PROMPTS["sst2"], init="scratch"))
+    checker.run("prompt_classifier",
+                train_and_predict("prompt_classifier", prompt=PAPER_PROMPTS["sst2"], init="scratch"))
 
     q_weights: dict[str, np.ndarray] = {}
 
@@ -445,7 +448,8 @@ def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], e
     tmp.write_text(json.dumps(payload, indent=2, default=str))
     tmp.replace(out / "gpu_check.json")
     lines = [f"# gpu-check on {info['card']}", "",
-             f"torch {info['torch']}, transformers {info['transformers']}, CUDA {info['cuda']}, Python {info['python']}; "
+             f"torch {info['torch']}, transformers {info['transformers']}, CUDA {info['cuda']}, "
+             f"Python {info['python']}; "
              f"total {payload['total_seconds']} s" + (f"; **FAILED**: {error.splitlines()[-1]}" if error else "")
              + "".join(f"; **FAILED**: {failure}" for failure in failures), "",
              "| check | seconds | peak GB | numbers |", "|---|---:|---:|---|"]

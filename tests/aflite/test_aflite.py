@@ -36,7 +36,8 @@ def test_batched_logistic_regression_is_scikit_learns_at_the_stated_C(n_classes,
             np.testing.assert_allclose(intercepts[1] - intercepts[0], ref.intercept_[0], atol=1e-4)
         else:  # multinomial: the intercepts are unique up to a common shift
             np.testing.assert_allclose(weights.T, ref.coef_, atol=1e-4)
-            np.testing.assert_allclose(intercepts - intercepts.mean(), ref.intercept_ - ref.intercept_.mean(), atol=1e-4)
+            np.testing.assert_allclose(intercepts - intercepts.mean(), ref.intercept_ - ref.intercept_.mean(),
+                                       atol=1e-4)
         ours = torch.softmax(torch.tensor(x) @ w[j] + b[j], dim=-1).numpy()
         np.testing.assert_allclose(ours, ref.predict_proba(x), atol=1e-4)
 
@@ -145,7 +146,8 @@ def test_each_iteration_removes_the_top_k_of_its_own_scores_on_what_is_left():
     result = aflite.aflite(x, y, n=200, m=8, t=100, k=30, tau=0.75, seed=4, device="cpu", log_fn=lambda _: None)
     remaining = np.arange(len(y))
     for i, record in enumerate(result.iterations):
-        p = aflite.predictability_scores(x[remaining], y[remaining], m=8, t=100, seed=4 * 1_000_003 + i, device="cpu").predictability
+        p = aflite.predictability_scores(x[remaining], y[remaining], m=8, t=100, seed=4 * 1_000_003 + i,
+                                         device="cpu").predictability
         np.testing.assert_array_equal(result.scores[i][remaining], p)
         eligible = [j for j in range(len(p)) if p[j] >= 0.75]  # NaN compares False
         top = sorted(sorted(eligible, key=lambda j: (-p[j], j))[: record["slice"]])

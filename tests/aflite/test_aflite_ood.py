@@ -39,8 +39,8 @@ def write_hans(path, rows=HANS_ROWS):
 
 def hans_frame(tmp_path):
     return classification.load_source(
-        {"format": "glue_tsv", "path": str(write_hans(tmp_path / "hans.txt")), "label_names": ["entailment", "non-entailment"],
-         "group_column": "heuristic"}
+        {"format": "glue_tsv", "path": str(write_hans(tmp_path / "hans.txt")),
+         "label_names": ["entailment", "non-entailment"], "group_column": "heuristic"}
     )
 
 
@@ -54,7 +54,8 @@ def test_hans_layout_loads_with_its_heuristics_as_groups(tmp_path):
     frame = hans_frame(tmp_path)
     assert frame["id"].tolist() == [f"ex{i}" for i in range(5)]
     assert frame.attrs["label_names"] == ["entailment", "non-entailment"] and frame["label"].tolist() == [1, 1, 0, 1, 1]
-    assert frame["groups"].tolist() == ["lexical_overlap", "subsequence", "lexical_overlap", "constituent", "lexical_overlap"]
+    assert frame["groups"].tolist() == ["lexical_overlap", "subsequence", "lexical_overlap", "constituent",
+                                        "lexical_overlap"]
     # the groups survive the normalised parquet
     classification.write_parquet(frame, tmp_path / "hans.parquet")
     again = classification.read_parquet(tmp_path / "hans.parquet")
@@ -186,7 +187,8 @@ def test_ood_rows_name_their_filtered_set_and_only_a_sized_one_gets_the_papers_v
     ]
     kwargs = dict(set_names={"hans": "HANS"}, paper_models={"roberta_large": "RoBERTa"},
                   paper_training_data={"hans": "SNLI"})
-    sized = aflite_ood.training_data("snli", "n182k", {"n": 182000, "tau": 0.75}, {"n_pool": 495000, "n_pool_kept": 182000})
+    sized = aflite_ood.training_data("snli", "n182k", {"n": 182000, "tau": 0.75},
+                                     {"n_pool": 495000, "n_pool_kept": 182000})
     table = aflite_ood.ood_table(records, training={"hans": sized}, **kwargs)
     lex = table[table["group"] == "Lex."]
     assert lex["train_set"].tolist() == ["D", "D_rand", "D(AFLite)"]

@@ -168,7 +168,8 @@ def iteration_frame(sizes: list[int], accuracies: list[float]) -> pd.DataFrame:
             "n_above_tau": [a - b for a, b in zip(sizes[:-1], sizes[1:], strict=True)],
             "seconds": [1.0] * len(accuracies),
         },
-        columns=["iteration", "size_before", "removed", "size_after", "mean_heldout_accuracy", "n_above_tau", "seconds"],
+        columns=["iteration", "size_before", "removed", "size_after", "mean_heldout_accuracy", "n_above_tau",
+                 "seconds"],
     )
 
 

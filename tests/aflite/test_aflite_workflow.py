@@ -133,7 +133,8 @@ def test_paper_aflite_ood_models_are_trained_on_snli_filtered_to_182k(tmp_path):
 
 
 def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
-    cfg = {"run_name": "tiny-aflite", "aflite": {"synthetic": {"separations": [0.4], "seeds": [0, 1], "n_per_class": 200}}}
+    cfg = {"run_name": "tiny-aflite",
+           "aflite": {"synthetic": {"separations": [0.4], "seeds": [0, 1], "n_per_class": 200}}}
     path = tmp_path / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg))
     snakemake(tmp_path, "--cores", WORKFLOW_CORES, "--configfile", str(path))
@@ -196,7 +197,8 @@ def _tiny_text_config(tmp):
                                       "train_sets": ["full", "aflite"], "training": training}},
                 "ood": {
                     "hans": {"dataset": "hans", "splits": {"validation": None}, "models_from": "qnli",
-                             "models_filter": "sized", "prediction_map": {"not_entailment": "non-entailment"}, "only_labels": ["non-entailment"],
+                             "models_filter": "sized", "prediction_map": {"not_entailment": "non-entailment"},
+                             "only_labels": ["non-entailment"],
                              "groups": {"lexical_overlap": "Lex.", "subsequence": "Subseq.", "constituent": "Constit."},
                              "paper_name": "HANS"},
                     "anli_r1": {"dataset": "anli", "splits": {"test": "Rd1"}, "models_from": "qnli",
@@ -312,8 +314,11 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
         assert metrics["counts"]["Lex."] == {"correct": int(table["correct"][lex].sum()), "n": 2}
         # ANLI: fine-tuned first (Table 2), from this very model, then scored on the round's test split
         tuned = json.loads((res / f"aflite/ood/anli_r1/finetuned/minilm/{train_set}/seed0/training.json").read_text())
-        assert tuned["steps"] == 2 and tuned["initial_model"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model")
-        anli = json.loads((res / f"aflite/ood/anli_r1/predictions/minilm/{train_set}/seed0/test.metrics.json").read_text())
+        assert (tuned["steps"] == 2
+                and tuned["initial_model"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model"))
+        anli = json.loads(
+            (res / f"aflite/ood/anli_r1/predictions/minilm/{train_set}/seed0/test.metrics.json").read_text()
+        )
         assert anli["model_dir"].endswith(f"anli_r1/finetuned/minilm/{train_set}/seed0/model")
         assert anli["counts"]["Rd1"]["n"] == anli["counts"]["all"]["n"] == 9
     table = pd.read_csv(res / "report/aflite/ood.csv")
@@ -333,7 +338,9 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
 
 
 def metrics_of(res, train_set, inputs):
-    return json.loads((res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text())
+    return json.loads(
+        (res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text()
+    )
 
 
 def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
@@ -374,7 +381,8 @@ def test_user_features_replace_the_warm_up_and_cover_all_of_train(tmp_path):
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
     plan = snakemake(tmp_path, "-n", "--configfile", str(path)).stdout
     assert "aflite_warmup" not in job_counts(plan)
-    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", WORKFLOW_CORES, "--configfile", str(path))
+    snakemake(tmp_path, "results/aflite/text/qnli/filter/summary.json", "--cores", WORKFLOW_CORES,
+              "--configfile", str(path))
     res = tmp_path / "results"
     train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
     pool_features = np.load(res / "aflite/text/qnli/embeddings/pool.npy")

@@ -231,7 +231,8 @@ def test_every_rate_names_its_denominator(audited, planted, rendered):
                  f"predicted as {r['label']} flipped away")
         assert words in evidence[f"inserted {r['feature']} → {r['label']}"]
         row = table[r["feature"]]
-        assert row["flipped to the label (examples, of those not predicted it before)"] == f"{r['flips_towards']} of {m}"
+        assert (row["flipped to the label (examples, of those not predicted it before)"]
+                == f"{r['flips_towards']} of {m}")
         assert row["flipped away (examples, of those predicted it before)"] == f"{r['flips_away']} of {len(data) - m}"
     perm = result["permutation_test"]
     lexical = next(v for k, v in evidence.items() if k.startswith("lexical cues"))
@@ -303,4 +304,5 @@ def test_a_failing_render_leaves_the_previous_pair_whole(audited, tmp_path, monk
     monkeypatch.undo()
     report.write_audit(changed, out)
     after = {p.name: p.read_bytes() for p in out.iterdir()}
-    assert sorted(after) == sorted(before) and all(after[name] != before[name] for name in ("audit.json", "report.html"))
+    assert (sorted(after) == sorted(before)
+            and all(after[name] != before[name] for name in ("audit.json", "report.html")))

@@ -187,7 +187,8 @@ def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypat
     for rows in (n - 1, n):  # the workflow's bias rule: fails below twice the sample size, searches from it on
         values, scores = np.arange(rows, dtype=float), np.full(rows, 100.0)
         if rows < n:
-            with pytest.raises(InsufficientRowsError, match=f"{rows} rows cannot give two segments of sample_size {n // 2}"):
+            with pytest.raises(InsufficientRowsError,
+                               match=f"{rows} rows cannot give two segments of sample_size {n // 2}"):
                 search_threshold(values, scores, scores, heuristic="ans-len", **search)
         else:
             assert search_threshold(values, scores, scores, heuristic="ans-len", **search)["reason"] != "too_few_rows"
@@ -196,7 +197,8 @@ def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypat
     write_qa_parquet(frame.iloc[: n - 1].reset_index(drop=True), small)
     calls = stub_model(monkeypatch, None)
     with pytest.raises(AuditInputError, match=f"{n - 1} questions cannot give two segments of sample_size {n // 2}"):
-        run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small), tfidf_reference=str(work / "reference.parquet"),
+        run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small),
+                  tfidf_reference=str(work / "reference.parquet"),
                   bias_settings=params["audit"]["bias"], heuristic_settings=params["audit"]["heuristics"])
     assert calls["predict"] == 0 and not (tmp_path / "out" / "audit.json").exists()
 
@@ -213,7 +215,8 @@ def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypat
         h: r["prediction_bias"] for h, r in model.items()}
 
     allowed = dict(params["audit"]["bias"], allow_too_few_rows=True)
-    result = run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small), tfidf_reference=str(work / "reference.parquet"),
+    result = run_audit(str(tmp_path), "qa", tmp_path / "out", data=str(small),
+                       tfidf_reference=str(work / "reference.parquet"),
                        bias_settings=allowed, heuristic_settings=params["audit"]["heuristics"])
     _, model, _ = workflow_numbers(frame.iloc[: n - 1].reset_index(drop=True), reference, predictions,
                                    params["heuristics"], allowed)
@@ -228,7 +231,8 @@ def test_small_sample_rule_is_the_workflows(workflow, squad, tmp_path, monkeypat
         assert row["effect_size_class"] == "none"
 
 
-@pytest.mark.skipif(browser.chromium() is None, reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
+@pytest.mark.skipif(browser.chromium() is None,
+                    reason="no Chromium on this machine (.ci/run installs Debian's chromium)")
 def test_qa_report_states_the_rule_classes_and_settings_in_chromium(compat_audit, tmp_path):
     """The QA page as Chromium builds it: the verdict rule and the cut-offs in words, an effect class per summary
     row (the one audit.json holds), the classes' table, and the settings as key / value rows (no dict repr)."""
@@ -303,7 +307,8 @@ def test_audit_job_repeats_the_workflows_human_rows_under_compat(tmp_path):
     dev = {"dataset": "squad", "split": "dev"}
     config = {
         "run_name": "audit_compat",
-        "datasets": {"squad": {"task": "qa", "splits": {"dev": {"format": "squad_json", "path": str(tmp_path / "small.json")}}}},
+        "datasets": {"squad": {"task": "qa",
+                               "splits": {"dev": {"format": "squad_json", "path": str(tmp_path / "small.json")}}}},
         "models": {"m": {"checkpoint": "embedded:all-MiniLM-L6-v2", "train": dev, "validation": dev}},
         "evaluate": [dev],
         "heuristics": {"names": names, "compat": "isbiased", "tfidf_reference": dev, "threads": 1},

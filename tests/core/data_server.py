@@ -3,8 +3,9 @@ raw host does), and can drop the connection part way through a file, once, to te
 
 ``python -m tests.core.data_server ROOT [--port N] [--from-mirror SHARED]`` serves ROOT until interrupted; with
 ``--from-mirror`` it first lays ROOT out from a data mirror and writes ``ROOT/source-checksums.json``, for a fresh
-clone's ``make data DATA_BASE_URL=http://127.0.0.1:N DATA_SOURCE_CHECKSUMS=ROOT/source-checksums.json``. :func:`source_tree` lays out the mirror's source files as
-``<owner>/<repo>/<commit>/<path>`` from a data mirror (../shared).
+clone's ``make data DATA_BASE_URL=http://127.0.0.1:N DATA_SOURCE_CHECKSUMS=ROOT/source-checksums.json``.
+:func:`source_tree` lays out the mirror's source files as ``<owner>/<repo>/<commit>/<path>`` from a data mirror
+(../shared).
 """
 
 from __future__ import annotations

@@ -16,8 +16,8 @@ import pytest
 from benchmarks import bench_train_loop as bench
 from tests.conftest import REPO, SHARED
 
-TINY = ["--questions", "4", "--max-length", "64", "--stride", "32", "--batch-size", "2", "--steps", "3", "--warmup", "2",
-        "--threads", "1"]  # fmt: skip
+TINY = ["--questions", "4", "--max-length", "64", "--stride", "32", "--batch-size", "2", "--steps", "3",
+        "--warmup", "2", "--threads", "1"]  # fmt: skip
 
 
 def test_a_failing_variant_keeps_the_others_and_the_report_is_written_after_each(tmp_path):
@@ -123,4 +123,5 @@ def test_cuda_graph_fallbacks_recompilations_and_an_unreliable_profile_are_repor
     assert ("dynamo and CUDA graphs, ours, CUDA defaults: cudagraph_skips 2, recompiles 1, graphs compiled per pass "
             "[3], in the timed steps 0; NOT steady: 2 graphs without CUDA graphs, 1 recompilations") in text
     assert "GPU idle 50.0 % of each step (UNRELIABLE: its CUDA graphs were captured before the profiler" in text
-    assert "- ours, CUDA defaults: 0 of the 1 timed shapes first met there, 0 of the 20 timed micro-batches eager" in text
+    assert ("- ours, CUDA defaults: 0 of the 1 timed shapes first met there, "
+            "0 of the 20 timed micro-batches eager") in text

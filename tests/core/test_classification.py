@@ -59,7 +59,8 @@ def test_a_stray_label_warns_when_inferred_and_fails_when_declared(tmp_path, cap
     assert not caplog.records
     # declared labels: the stray value is an invalid record, named with its id and value
     declared = classification.load_glue_tsv(stray, label_names=["0", "1"])
-    with pytest.raises(DataValidationError, match=r"dev.tsv: 1 of 872 labeled records are invalid; first: 4 \(label 2 outside \[0, 2\)\)"):
+    with pytest.raises(DataValidationError, match=r"dev.tsv: 1 of 872 labeled records are invalid; first: 4 "
+                                                  r"\(label 2 outside \[0, 2\)\)"):
         classification.validate_records(declared, source=str(stray))
 
 
@@ -83,10 +84,12 @@ def test_string_labels_need_label_names_and_unlabeled_rows_are_dropped_and_count
 
 def test_invalid_records_fail_naming_them_or_are_dropped_on_request():
     df = pd.DataFrame(
-        {"id": ["1", "2", "2", "3"], "text_a": ["ok", "", "dup", "fine"], "text_b": ["x", "y", "z", "w"], "label": [0, 1, 0, 5]}
+        {"id": ["1", "2", "2", "3"], "text_a": ["ok", "", "dup", "fine"], "text_b": ["x", "y", "z", "w"],
+         "label": [0, 1, 0, 5]}
     )
     df.attrs.update(label_names=["a", "b"], is_pair=True)
-    with pytest.raises(DataValidationError, match=r"2 of 4 labeled records are invalid; first: 2 \(empty text_a\), 3 \(label 5"):
+    with pytest.raises(DataValidationError, match=r"2 of 4 labeled records are invalid; first: 2 \(empty text_a\), "
+                                                  r"3 \(label 5"):
         classification.validate_records(df, source="toy.tsv")
     kept, summary = classification.validate_records(df, source="toy.tsv", on_invalid="drop")
     # "2" is bad (empty text) so both of its records go; "3" has label 5 outside [0, 2)
@@ -181,7 +184,8 @@ def tiny_qnli():
     return train.head(48), test.head(32)
 
 
-SETTINGS = {"batch_size": 8, "max_steps": 6, "max_length": 64, "learning_rate": 1e-4, "checkpoint_every": 2, "device": "cpu"}
+SETTINGS = {"batch_size": 8, "max_steps": 6, "max_length": 64, "learning_rate": 1e-4, "checkpoint_every": 2,
+            "device": "cpu"}
 
 
 def test_training_is_deterministic_and_weights_change_the_model(tmp_path, tiny_qnli):
@@ -214,14 +218,16 @@ def test_a_checkpoint_of_other_settings_is_never_resumed(tmp_path, tiny_qnli):
     )
     with pytest.raises(RuntimeError, match="belongs to a different run"):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck",
+            settings=SETTINGS
         )
 
 
 def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, tiny_qnli, monkeypatch):
     train, _ = tiny_qnli
     ref = classifier.train_classifier(
-        train, model_name_or_path=MODEL, output_dir=tmp_path / "ref", checkpoint_dir=tmp_path / "ck-ref", settings=SETTINGS
+        train, model_name_or_path=MODEL, output_dir=tmp_path / "ref", checkpoint_dir=tmp_path / "ck-ref",
+        settings=SETTINGS
     )
     # simulate preemption: raise inside the step after the checkpoint at step 4 is written
     calls = {"n": 0}
@@ -236,21 +242,24 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, 
     monkeypatch.setattr(classifier, "weighted_loss", failing)
     with pytest.raises(KeyboardInterrupt):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+            train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck",
+            settings=SETTINGS
         )
     monkeypatch.setattr(classifier, "weighted_loss", real)
     resumed = classifier.train_classifier(
         train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
     )
     assert resumed["resumed_from_step"] == 4
-    assert [r["loss"] for r in resumed["train_losses"]] == pytest.approx([r["loss"] for r in ref["train_losses"]], abs=1e-6)
+    assert ([r["loss"] for r in resumed["train_losses"]]
+            == pytest.approx([r["loss"] for r in ref["train_losses"]], abs=1e-6))
 
 
 def test_bitfit_trains_only_the_biases_and_the_head(tmp_path, tiny_qnli):
     from safetensors.torch import load_file
 
     train, _ = tiny_qnli
-    before = {n: p.detach().clone() for n, p in classifier.load_classifier(MODEL, label_names=["a", "b"]).named_parameters()}
+    before = {n: p.detach().clone()
+              for n, p in classifier.load_classifier(MODEL, label_names=["a", "b"]).named_parameters()}
     summary = classifier.train_classifier(
         train, model_name_or_path=MODEL, output_dir=tmp_path / "bf", checkpoint_dir=tmp_path / "ck",
         settings=dict(SETTINGS, learning_rate=1e-3), trainable="bitfit",

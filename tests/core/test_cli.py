@@ -463,7 +463,8 @@ def test_classification_predictions_formats_and_wrong_format_errors(tmp_path: Pa
     assert frame["id"].tolist() == ["a", "b"] and frame["prediction"].tolist() == ["entailment", 1]
     # a JSON list, or a CSV without the columns: the accepted formats are named, the file is not printed
     (tmp_path / "list.json").write_text(json.dumps(["entailment"] * 3))
-    with pytest.raises(cli.CLIError, match=r"list.json: a JSON list, not an object \{id: prediction\}; pass .*JSON object"):
+    with pytest.raises(cli.CLIError, match=r"list.json: a JSON list, not an object \{id: prediction\}; "
+                                           r"pass .*JSON object"):
         cli.load_classification_predictions(tmp_path / "list.json")
     long_header = ",".join(f"column number {i} with a very long name indeed" for i in range(40))
     (tmp_path / "wide.csv").write_text(long_header + "\n" + ",".join("x" * 40) + "\n")

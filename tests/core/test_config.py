@@ -142,7 +142,8 @@ def test_lexical_defaults_and_a_config_without_qa_models():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"), "classification datasets derive splits by 'random' or 'text_a'"),
+        (lambda c: c["datasets"]["qnli"]["derive"].update(by="title"),
+         "classification datasets derive splits by 'random' or 'text_a'"),
         (lambda c: c["lexical"]["datasets"]["qnli"].update(test="test"), "dataset 'qnli' has no split 'test'"),
         # the demo derives QNLI by SQuAD article with the extra pairs
         (lambda c: c["datasets"]["qnli"]["derive"].pop("squad"), "'datasets.qnli.derive.squad': give it"),
@@ -186,16 +187,20 @@ def test_aflite_text_defaults():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="test"), "'aflite.text.datasets.qnli.dev': dataset 'qnli' has no split 'test'"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="test"),
+         "'aflite.text.datasets.qnli.dev': dataset 'qnli' has no split 'test'"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(dev="train"), "train and dev are the same split"),
-        (lambda c: c["aflite"]["text"]["datasets"]["qnli"]["filter"].update(n=1000), r"needs t < n, got t=1000, n=1000"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"]["filter"].update(n=1000),
+         r"needs t < n, got t=1000, n=1000"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(filters={"sized": {"n": 1000}}),
          r"'aflite.text.datasets.qnli.filters.sized.n': Algorithm 1 needs t < n, got t=1000, n=1000"),
         (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(filters={"sized": {"size": 5000}}),
          "Additional properties are not allowed"),
         (lambda c: c["aflite"]["text"]["representation"].update(source="file"), "'aflite.text.datasets.sst2.features'"),
-        (lambda c: c["aflite"]["text"]["datasets"].update(snli=c["aflite"]["text"]["datasets"]["qnli"]), "'aflite.text.datasets.snli': unknown dataset"),
-        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(partial_input="hypothesis"), "'aflite.text.datasets.qnli.partial_input': 'hypothesis' is not allowed"),
+        (lambda c: c["aflite"]["text"]["datasets"].update(snli=c["aflite"]["text"]["datasets"]["qnli"]),
+         "'aflite.text.datasets.snli': unknown dataset"),
+        (lambda c: c["aflite"]["text"]["datasets"]["qnli"].update(partial_input="hypothesis"),
+         "'aflite.text.datasets.qnli.partial_input': 'hypothesis' is not allowed"),
     ],
 )
 def test_aflite_text_config_errors_name_the_key(edit, message):
@@ -207,14 +212,17 @@ def test_aflite_text_config_errors_name_the_key(edit, message):
 
 def _ood(**edits) -> dict:
     cfg = _aflite()
-    cfg["aflite"]["text"]["ood"] = {"qnli_again": dict({"dataset": "qnli", "splits": {"dev": None}, "models_from": "qnli"}, **edits)}
+    cfg["aflite"]["text"]["ood"] = {
+        "qnli_again": dict({"dataset": "qnli", "splits": {"dev": None}, "models_from": "qnli"}, **edits)
+    }
     return cfg
 
 
 def test_aflite_ood_defaults_and_the_paper_sets():
     ood = validate_config(_ood())["aflite"]["text"]["ood"]["qnli_again"]
     assert ood["prediction_map"] == {} and ood["only_labels"] is None and ood["finetune"] is None
-    paper = validate_config(yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text()))["aflite"]["text"]["ood"]
+    paper_config = yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text())
+    paper = validate_config(paper_config)["aflite"]["text"]["ood"]
     assert sorted(paper) == ["anli_r1", "anli_r2", "anli_r3", "hans", "nli_diagnostics", "stress"]
     # the YAML merge keeps the round's own split and fine-tuning split
     assert paper["anli_r3"]["splits"] == {"test_r3": "Rd3"} and paper["anli_r3"]["finetune"]["split"] == "train_r3"
@@ -264,16 +272,24 @@ def test_spuriousbench_defaults_fill_the_paper_sizes_and_features():
 @pytest.mark.parametrize(
     ("edit", "message"),
     [
-        (lambda b: b["datasets"]["sst2"].update(train_size=999), "'spuriousbench.datasets.sst2.train_size': must be even"),
-        (lambda b: b["datasets"]["sst2"].update(test="test"), "'spuriousbench.datasets.sst2.test': dataset 'sst2' has no split 'test'"),
-        (lambda b: b["datasets"]["sst2"]["features"].append("overlap:lexical_overlap"), r"\['overlap:lexical_overlap'\] are not in Table 1's sst2 subset"),
+        (lambda b: b["datasets"]["sst2"].update(train_size=999),
+         "'spuriousbench.datasets.sst2.train_size': must be even"),
+        (lambda b: b["datasets"]["sst2"].update(test="test"),
+         "'spuriousbench.datasets.sst2.test': dataset 'sst2' has no split 'test'"),
+        (lambda b: b["datasets"]["sst2"]["features"].append("overlap:lexical_overlap"),
+         r"\['overlap:lexical_overlap'\] are not in Table 1's sst2 subset"),
         (lambda b: b["datasets"].update(mnli={"builder": "mnli"}), "'spuriousbench.datasets.mnli': unknown dataset"),
-        (lambda b: b["models"]["minilm"].update(methods=["standard"]), "'spuriousbench.models.minilm.methods.0': 'standard' is not allowed"),
-        (lambda b: b["datasets"]["sst2"].update(train_features=["noun:show"]), r"train_features': \['noun:show'\] are not in"),
+        (lambda b: b["models"]["minilm"].update(methods=["standard"]),
+         "'spuriousbench.models.minilm.methods.0': 'standard' is not allowed"),
+        (lambda b: b["datasets"]["sst2"].update(train_features=["noun:show"]),
+         r"train_features': \['noun:show'\] are not in"),
         (lambda b: b.update(strength=1.5), "'spuriousbench.strength': 1.5 is greater than the maximum of 1"),
-        (lambda b: b["datasets"].update(neg={"builder": "sst2", "source": "sst5"}), "'spuriousbench.datasets.neg': unknown dataset"),
-        (lambda b: b["datasets"]["sst2"].update(models=["bert"]), r"'spuriousbench.datasets.sst2.models': \['bert'\] are not"),
-        (lambda b: b["datasets"]["sst2"].update(target_label=2), "'spuriousbench.datasets.sst2.target_label': 2 is not allowed"),
+        (lambda b: b["datasets"].update(neg={"builder": "sst2", "source": "sst5"}),
+         "'spuriousbench.datasets.neg': unknown dataset"),
+        (lambda b: b["datasets"]["sst2"].update(models=["bert"]),
+         r"'spuriousbench.datasets.sst2.models': \['bert'\] are not"),
+        (lambda b: b["datasets"]["sst2"].update(target_label=2),
+         "'spuriousbench.datasets.sst2.target_label': 2 is not allowed"),
     ],
 )
 def test_spuriousbench_config_errors_name_the_key(edit, message):
@@ -321,7 +337,8 @@ def test_scale_search_is_checked_and_filled_in():
     cfg = _debias_config()
     cfg["debias"]["scale_search"] = {"grid": [0.2, 0.8], "methods": ["lmix"]}
     search = validate_config(copy.deepcopy(cfg))["debias"]["scale_search"]
-    assert search == {"grid": [0.2, 0.8], "methods": ["lmix"], "heuristic": "word-dist", "metric": "f1", "max_examples": None}
+    assert search == {"grid": [0.2, 0.8], "methods": ["lmix"], "heuristic": "word-dist", "metric": "f1",
+                      "max_examples": None}
     bad = copy.deepcopy(cfg)
     bad["debias"]["methods"] = ["plain", "resam", "creg"]
     with pytest.raises(ConfigError, match=r"scale_search\.methods.*\['lmix'\] are not in debias\.methods"):
@@ -340,7 +357,8 @@ def test_scale_search_is_checked_and_filled_in():
 def test_figure4_references_are_checked():
     cfg = _default()
     cfg["models"]["minilm_nq"] = copy.deepcopy(cfg["models"]["minilm"])
-    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad", "split": "validation"}
+    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad",
+                      "split": "validation"}
     assert validate_config(copy.deepcopy(cfg))["figure4"]["reference"] == {"model": "minilm", "seed": 0}
     cfg["figure4"]["models"] = ["minilm_nq", "nope"]
     cfg["figure4"]["reference"]["seed"] = 3
@@ -367,7 +385,8 @@ def test_figure4_thresholds_from():
     cfg = _default()
     cfg["models"]["minilm_nq"] = copy.deepcopy(cfg["models"]["minilm"])
     cfg["models"]["other"] = copy.deepcopy(cfg["models"]["minilm"])
-    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad", "split": "validation"}
+    cfg["figure4"] = {"reference": {"model": "minilm"}, "models": ["minilm_nq"], "dataset": "squad",
+                      "split": "validation"}
     assert validate_config(copy.deepcopy(cfg))["figure4"]["thresholds_from"] == "appendix_c"
     for source in ("reference", "appendix_c"):
         assert validate_config({**cfg, "figure4": {**cfg["figure4"], "thresholds_from": source}})

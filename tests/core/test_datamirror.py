@@ -70,8 +70,8 @@ def test_the_command_line_builds_the_mirror_and_reports_a_bad_file_in_one_line(s
         monkeypatch.setattr(datamirror, "FILES", (dataclasses.replace(SST2_DEV, target="data/x.tsv", stored_size=1),))
         assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 2
     err = capsys.readouterr().err.strip()
-    assert re.fullmatch(r"spurious data: error: data/x\.tsv: the file as stored has sha256 [0-9a-f]{64} and 94,931 bytes, "
-                        r"expected [0-9a-f]{64} and 1", err), err
+    assert re.fullmatch(r"spurious data: error: data/x\.tsv: the file as stored has sha256 [0-9a-f]{64} and "
+                        r"94,931 bytes, expected [0-9a-f]{64} and 1", err), err
 
 
 @pytest.mark.parametrize("ranges", [True, False], ids=["resumed", "restarted"])

@@ -25,7 +25,8 @@ def test_pooled_embeddings_do_not_depend_on_the_batch(qnli):
     np.testing.assert_allclose(alone, full[[0, 5]], atol=1e-4)
     cls = embeddings.embed(qnli, MODEL, pooling="cls", batch_size=5, device="cpu")
     assert not np.allclose(cls, full)
-    np.testing.assert_allclose(cls, embeddings.embed(qnli, MODEL, pooling="cls", batch_size=12, device="cpu"), atol=1e-4)
+    np.testing.assert_allclose(cls, embeddings.embed(qnli, MODEL, pooling="cls", batch_size=12, device="cpu"),
+                               atol=1e-4)
     with pytest.raises(ValueError, match="pooling must be one of"):
         embeddings.embed(qnli, MODEL, pooling="max")
 

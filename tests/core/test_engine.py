@@ -99,7 +99,8 @@ def test_two_processes_train_the_same_model_as_one(one_and_two, tiny_bert):
     np.testing.assert_allclose(
         [r["loss"] for r in two["train_losses"]], [r["loss"] for r in one["train_losses"]], rtol=1e-5
     )
-    a, b = load_file(tmp / "one" / "model" / "model.safetensors"), load_file(tmp / "two" / "model" / "model.safetensors")
+    a, b = (load_file(tmp / "one" / "model" / "model.safetensors"),
+            load_file(tmp / "two" / "model" / "model.safetensors"))
     assert a.keys() == b.keys()
     worst = max(float((a[k] - b[k]).abs().max()) for k in a)
     assert worst < 1e-5
@@ -311,9 +312,11 @@ def test_a_checkpoint_holding_a_pickle_that_runs_code_is_refused_without_running
     _, ckpt = _checkpoint_of_a_4_step_run(tiny_bert, train_rows, tmp_path)
     (ckpt / "schedule.json").unlink(missing_ok=True)
     marker = tmp_path / "code-ran"
-    plain = {"base_lrs": [3e-3, 3e-3], "last_epoch": 2, "_step_count": 3, "_last_lr": [2e-3, 2e-3], "lr_lambdas": [{}, {}]}
+    plain = {"base_lrs": [3e-3, 3e-3], "last_epoch": 2, "_step_count": 3, "_last_lr": [2e-3, 2e-3],
+             "lr_lambdas": [{}, {}]}
     torch.save({**plain, "payload": _RunsCode(marker)}, ckpt / "custom_checkpoint_0.pkl")
-    with pytest.raises(RuntimeError, match=r"custom_checkpoint_0\.pkl: not the plain state of a learning-rate schedule.*could run code"):
+    with pytest.raises(RuntimeError, match=r"custom_checkpoint_0\.pkl: not the plain state of a learning-rate "
+                                           r"schedule.*could run code"):
         _resume_4_step_run(tiny_bert, train_rows, tmp_path, "again")
     assert not marker.exists()
     assert (ckpt / "custom_checkpoint_0.pkl").is_file()  # left as it was
@@ -514,7 +517,8 @@ class _Tempered(torch.nn.Module):
         from spurious.core.qa.inference import qa_loss
 
         scale = self.log_t.exp()
-        loss = qa_loss(start * scale, end * scale, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
+        loss = qa_loss(start * scale, end * scale, batch["start_positions"], batch["end_positions"],
+                       batch["attention_mask"])
         return loss, {"t": scale.detach()}
 
 

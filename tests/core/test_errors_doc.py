@@ -2,8 +2,8 @@
 wrong argument, a missing resource) to the ``spurious`` command or a workflow job, made from the mirror's SQuAD and
 SST-2 files and a tiny BiLSTM trained here, and checks what the table says: one line, exit status 2 (a workflow job:
 the job fails with the line), the message the table shows, word for word, and that nothing was predicted or
-computed and no audit was written. The table cannot go stale: a changed message fails here. To add a row, add a :class:`Case` and
-regenerate the page:
+computed and no audit was written. The table cannot go stale: a changed message fails here. To add a row, add a
+:class:`Case` and regenerate the page:
 
     PYTHONPATH=src python -m tests.core.test_errors_doc      # rewrites docs/errors.md from the cases' messages
 """
@@ -60,11 +60,14 @@ CLASSIFICATION_DATA = ("classification data (`TRAIN`, `TEST` of `lexical-test`; 
                        "normalised or hub parquet, or a GLUE-style TSV")
 CLASSIFIER_PREDICTIONS = "classifier predictions (`PREDICTIONS` of `lexical-test`): CSV, TSV, JSON lines, parquet, JSON"
 BILSTM = "a BiLSTM model folder (`audit MODEL`; the lexical track's predict rule)"
-OUTPUT_CHECK = "a path the command can write (not a folder for a file or a file for a folder, not under a file, writable)"
+OUTPUT_CHECK = ("a path the command can write (not a folder for a file or a file for a folder, not under a file, "
+                "writable)")
 CASES: tuple[Case, ...] = (
     Case("file-missing", "every file argument", "it exists", ("evaluate", "nope.json", "predictions.json")),
-    Case("json-gz-truncated", QA_DATA, "the gzip stream is whole", ("evaluate", "truncated.json.gz", "predictions.json")),
-    Case("json-gz-corrupt", QA_DATA, "the gzip stream decompresses", ("evaluate", "corrupt.json.gz", "predictions.json")),
+    Case("json-gz-truncated", QA_DATA, "the gzip stream is whole",
+         ("evaluate", "truncated.json.gz", "predictions.json")),
+    Case("json-gz-corrupt", QA_DATA, "the gzip stream decompresses",
+         ("evaluate", "corrupt.json.gz", "predictions.json")),
     Case("qa-bad-record", QA_DATA, "each question has an id of its own and answers at their answer_start (else "
          "`--on-invalid drop`)", ("evaluate", "bad.json", "predictions.json")),
     Case("qa-too-few", f"{QA_DATA}, for `bias` and `audit`", "at least 2 x `--sample-size` questions (else "
@@ -376,8 +379,8 @@ def run_case(case: Case, workspace: Path) -> Outcome:
 
 
 def _run_job(case: Case, workspace: Path) -> Outcome:
-    """``case.job`` as a workflow job's script runs it: after :func:`spurious.workflow.runlog.setup`, in a process of its
-    own; what the terminal shows is the real stderr."""
+    """``case.job`` as a workflow job's script runs it: after :func:`spurious.workflow.runlog.setup`, in a process of
+    its own; what the terminal shows is the real stderr."""
     script = (
         "from types import SimpleNamespace\nfrom spurious.workflow import runlog\n"
         "runlog.setup(SimpleNamespace(log=['job.log'], rule='job', wildcards={}))\n" + case.job

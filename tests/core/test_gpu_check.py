@@ -18,8 +18,10 @@ CUDA_ONLY = ("qa_cuda_defaults", "losses_vs_eager")
 
 
 def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
-    env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SHARED / "data"), HF_HUB_OFFLINE="1", TOKENIZERS_PARALLELISM="false")
-    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick", "--out", str(tmp_path)],
+    env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SHARED / "data"), HF_HUB_OFFLINE="1",
+               TOKENIZERS_PARALLELISM="false")
+    proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick",
+                           "--out", str(tmp_path)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     report = json.loads((tmp_path / "gpu_check.json").read_text())

@@ -65,14 +65,16 @@ def test_record_names_are_one_file_per_checkpoint_and_revision(tmp_path):
 
 def test_a_revision_on_a_package_or_local_model_is_a_startup_problem(tmp_path):
     cfg = {"models": {"m": {"checkpoint": "embedded:all-MiniLM-L6-v2", "revision": "v1"},
-                      "n": {"checkpoint": str(tmp_path), "revision": "v1"}, "o": {"checkpoint": "org/x", "revision": "v1"}}}
+                      "n": {"checkpoint": str(tmp_path), "revision": "v1"},
+                      "o": {"checkpoint": "org/x", "revision": "v1"}}}
     problems = hub.startup_problems(cfg)
     assert len(problems) == 2 and problems[0].startswith("models.m.revision: 'v1' given for 'embedded:")
 
 
 def test_fetch_offline_records_the_commit_the_cache_resolves_or_the_one_pinned(hub_cache):
     record = hub.fetch_model("org/tiny")
-    assert (record.source, record.repo_id, record.requested_revision, record.revision) == ("hub", "org/tiny", None, COMMIT)
+    assert ((record.source, record.repo_id, record.requested_revision, record.revision)
+            == ("hub", "org/tiny", None, COMMIT))
     assert record.local_path == str(hub_cache / "models--org--tiny" / "snapshots" / COMMIT)
     assert record.files == {"config.json": 22, "model.safetensors": 3, "sub/vocab.txt": 4}
     pinned = hub.fetch_model("org/tiny", OTHER)
@@ -110,7 +112,8 @@ def test_a_record_is_written_read_back_and_found_by_the_reader(hub_cache, tmp_pa
 @pytest.mark.parametrize(("text", "message"), [
     ("{", "not a readable fetch record (JSONDecodeError"),
     ('{"record": "other 9"}', "not a fetch record of this version (record: 'other 9'"),
-    (json.dumps({"record": hub.RECORD, "kind": "model", "name": "x"}), "a damaged fetch record (missing ['fetched_at', "),
+    (json.dumps({"record": hub.RECORD, "kind": "model", "name": "x"}),
+     "a damaged fetch record (missing ['fetched_at', "),
 ])
 def test_a_damaged_record_is_one_line_naming_the_file(tmp_path, text, message):
     path = tmp_path / "r.json"
@@ -147,8 +150,8 @@ def test_a_fetched_folder_that_changed_or_went_is_refused_naming_the_record(hub_
     assert str(hub.check_model_folder(record)) == record.local_path
     (hub_cache / "models--org--tiny" / "snapshots" / COMMIT / "model.safetensors").write_bytes(b"w" * 7)
     with pytest.raises(hub.FetchError, match=r"^results/sources/models/org--tiny.json: the files of org/tiny in .* "
-                                             r"changed since they were fetched \(model.safetensors: 3 bytes recorded, 7 "
-                                             r"now\); fetch it again: snakemake --forcerun fetch_model"):
+                                             r"changed since they were fetched \(model.safetensors: 3 bytes recorded, "
+                                             r"7 now\); fetch it again: snakemake --forcerun fetch_model"):
         hub.check_model_folder(record)
     gone = hub.FetchRecord(**{**record.__dict__, "local_path": str(hub_cache / "nowhere")})
     with pytest.raises(hub.FetchError, match="the fetched folder .*nowhere of org/tiny is gone"):
@@ -215,8 +218,8 @@ def test_conda_deployment_is_refused():
 
 
 def test_every_model_load_in_the_package_goes_through_the_local_only_loader():
-    """``from_pretrained`` is called in one place, ``models.from_pretrained``, which adds ``local_files_only=True`` for a
-    folder: a new call elsewhere would bypass it."""
+    """``from_pretrained`` is called in one place, ``models.from_pretrained``, which adds ``local_files_only=True`` for
+    a folder: a new call elsewhere would bypass it."""
     calls = [f"{p.relative_to(REPO)}:{n}" for p in sorted((REPO / "src" / "spurious").rglob("*.py"))
              for n, line in enumerate(p.read_text().splitlines(), 1) if ".from_pretrained(" in line]
     assert calls == ["src/spurious/core/models.py:" + str(next(

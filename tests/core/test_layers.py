@@ -55,12 +55,14 @@ def test_the_contracts_hold(tmp_path: Path) -> None:
         # core importing a paper (what core.models did to register the overlap model)
         ("layers", ("core/io.py", "import spurious.thinktwice.bias"), "spurious.core.io -> spurious.thinktwice.bias"),
         # a paper importing another (what lexical.report did for a number formatter)
-        ("papers", ("lexical/report.py", "import spurious.aflite.report"), "spurious.lexical.report -> spurious.aflite.report"),
+        ("papers", ("lexical/report.py", "import spurious.aflite.report"),
+         "spurious.lexical.report -> spurious.aflite.report"),
         # the audit importing the CLI (a circle with cli.entry, which imports the audit's parser)
         ("layers", ("audit/insertion.py", "import spurious.cli"), "spurious.audit.insertion -> spurious.cli"),
         # the workflow layer sits above the papers and below the audit: neither a paper nor core may use it, and it
         # may not use the audit
-        ("layers", ("lexical/report.py", "import spurious.workflow.plan"), "spurious.lexical.report -> spurious.workflow.plan"),
+        ("layers", ("lexical/report.py", "import spurious.workflow.plan"),
+         "spurious.lexical.report -> spurious.workflow.plan"),
         ("layers", ("core/io.py", "import spurious.workflow.runlog"), "spurious.core.io -> spurious.workflow.runlog"),
         ("layers", ("workflow/plan.py", "import spurious.audit.qa"), "spurious.workflow.plan -> spurious.audit.qa"),
         # two core modules importing each other (core.logits imported core.qa back)
@@ -91,7 +93,9 @@ def test_no_core_module_names_a_paper_package() -> None:
 # The public names of docs/CONTRACTS.md, by the module users import them from (each must appear in the document).
 CONTRACT_NAMES = {
     "spurious.core.data": "load_squad_json load_flat_json read_qa_parquet write_qa_parquet",
-    "spurious.core.classification": "load_source validate_records split_random split_grouped write_parquet read_parquet",
+    "spurious.core.classification": (
+        "load_source validate_records split_random split_grouped write_parquet read_parquet"
+    ),
     "spurious.core.io": "atomic_path write_json write_parquet",
     "spurious.core.metrics": "normalize_answer exact_match f1_score score_predictions evaluate",
     "spurious.core.resources": "load_spacy english_stopwords",
@@ -205,7 +209,9 @@ MOVED_NAMES = {
         "CLIError load_data load_predictions load_classification_file load_classification_predictions "
         "PREDICTION_FORMATS _read_json_file _is_official_squad main build_parser"
     ),
-    "spurious.cli.inputs": "CLIError load_data load_predictions load_classification_file load_classification_predictions",
+    "spurious.cli.inputs": (
+        "CLIError load_data load_predictions load_classification_file load_classification_predictions"
+    ),
 }
 
 

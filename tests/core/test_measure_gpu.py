@@ -17,7 +17,8 @@ IMAGE = REPO / "benchmarks" / "device" / "simulated_image"
 
 def _plan(budget: int) -> list[str]:
     env = dict(os.environ, BUDGET=str(budget))
-    return subprocess.run(["bash", str(SCRIPT), "plan"], capture_output=True, text=True, check=True, env=env).stdout.splitlines()
+    return subprocess.run(["bash", str(SCRIPT), "plan"],
+                          capture_output=True, text=True, check=True, env=env).stdout.splitlines()
 
 
 def test_the_plan_fits_the_parts_into_calls_of_the_budget():
@@ -43,7 +44,8 @@ def test_every_part_imports_under_the_gpu_image():
     env.pop("TORCH_LOGS", None)
     proc = subprocess.run(["bash", str(SCRIPT), "imports"], capture_output=True, text=True, env=env, timeout=300)
     assert proc.returncode == 0 and proc.stdout.startswith("imports ok"), proc.stdout + proc.stderr[-3000:]
-    control = subprocess.run([sys.executable, "-c", "import importlib.util as u; print(u.find_spec('datasets')); import nltk"],
+    control = subprocess.run([sys.executable, "-c",
+                              "import importlib.util as u; print(u.find_spec('datasets')); import nltk"],
                              capture_output=True, text=True, env=env)  # fmt: skip
     assert control.stdout == "None\n" and "No module named 'nltk'" in control.stderr  # absent, as on the image
     env["TORCH_LOGS"] = "recompiles,no_such_log"  # a TORCH_LOGS torch does not know stops the check

@@ -1,8 +1,9 @@
 """``attention: packed`` on a GPU: torch's ``varlen_attn`` against the block-diagonal reference and against padding.
 
-Skipped without CUDA or without ``torch.nn.attention.varlen``; on a GPU node: ``pytest -q tests/core/test_packing_cuda.py``
-(about a minute). The CPU tests (tests/core/test_packing.py) check the packed inputs with the reference attention in
-float32; these check the kernel itself, in bf16, where only rounding may differ.
+Skipped without CUDA or without ``torch.nn.attention.varlen``; on a GPU node:
+``pytest -q tests/core/test_packing_cuda.py`` (about a minute). The CPU tests (tests/core/test_packing.py) check the
+packed inputs with the reference attention in float32; these check the kernel itself, in bf16, where only rounding may
+differ.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ def windows(squad_dev, tokenizer):
 
 def test_varlen_attention_equals_the_block_diagonal_reference():
     torch.manual_seed(0)
-    batch = {"attention_mask": torch.zeros(4, 100, dtype=torch.long), "input_ids": torch.zeros(4, 100, dtype=torch.long)}
+    batch = {"attention_mask": torch.zeros(4, 100, dtype=torch.long),
+             "input_ids": torch.zeros(4, 100, dtype=torch.long)}
     for row, length in enumerate((37, 100, 5, 64)):
         batch["attention_mask"][row, :length] = 1
     packed = packing.pack(batch, position_offset=0, pad_token_id=0)  # with its tail segments

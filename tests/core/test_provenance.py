@@ -27,7 +27,8 @@ class _Params(dict):
 
 def _job(tmp: Path, inputs=(), params=None) -> SimpleNamespace:
     out = tmp / "results" / "report" / "table.csv"
-    return SimpleNamespace(rule="report_tables", wildcards={"model": "m"}, output=[str(out), str(out.with_suffix(".md"))],
+    return SimpleNamespace(rule="report_tables", wildcards={"model": "m"},
+                           output=[str(out), str(out.with_suffix(".md"))],
                            input=[str(p) for p in inputs], params=_Params(params or {}))  # fmt: skip
 
 
@@ -59,7 +60,8 @@ def test_the_record_goes_beside_the_first_output_and_reads_back(tmp_path):
     Path(job.output[0]).parent.mkdir(parents=True)
     path = provenance.write_job(job)
     assert path == tmp_path / "results/report/table.provenance.json"
-    assert provenance.record_path(tmp_path / "models/m/seed0/model") == tmp_path / "models/m/seed0/model.provenance.json"
+    assert (provenance.record_path(tmp_path / "models/m/seed0/model")
+            == tmp_path / "models/m/seed0/model.provenance.json")
     assert provenance.read(path)["outputs"] == job.output
     assert provenance.record_of(job.output[1])["rule"] == "report_tables"  # found from any of the job's outputs
     assert [p for p, _ in provenance.find_records(tmp_path)] == [path]
@@ -111,7 +113,8 @@ def test_hub_revisions_come_from_the_fetch_records_before_the_cache(tmp_path, mo
     for record, path in records:
         hub.write_record(record, path)
     revisions = provenance.hub_revisions(
-        ["org/model"], ["hub:rajpurkar/squad/plain_text:validation", "hub:rajpurkar/squad/other:validation", str(mirror)]
+        ["org/model"],
+        ["hub:rajpurkar/squad/plain_text:validation", "hub:rajpurkar/squad/other:validation", str(mirror)],
     )
     assert revisions["models"] == {"org/model": "c" * 40}  # the fetched commit, not the cache's newer main
     assert revisions["datasets"] == {"hub:rajpurkar/squad/plain_text:validation": "d" * 40,

@@ -592,7 +592,8 @@ def test_the_objective_is_part_of_the_run_fingerprint(tiny_frames, tmp_path):
     s = qa.resolve_settings(TINY)
     none = {"objective": None, "objective_factory": None, "selection": None, "extra_validation": None}
     assert finetune._fingerprint("m", s, feats, feats, none) == finetune._fingerprint("m", s, feats, feats)
-    assert finetune._fingerprint("m", s, feats, feats, {**none, "objective": "a"}) != finetune._fingerprint("m", s, feats, feats)
+    assert (finetune._fingerprint("m", s, feats, feats, {**none, "objective": "a"})
+            != finetune._fingerprint("m", s, feats, feats))
 
 
 def test_scratch_init_is_a_seeded_random_model_of_the_same_architecture():
@@ -673,7 +674,8 @@ def test_extra_validation_curves_are_recorded_at_every_evaluation(selection_run,
     loss = qa.validation_loss(load_qa_model(tmp / "s" / "model"), ood)
     assert curves["ood"][1]["loss"] == pytest.approx(loss, rel=1e-5)
     with pytest.raises(ValueError, match="'validation'"):
-        finetune._eval_frames(squad_dev.iloc[:2], {"validation": squad_dev.iloc[:2]}, tokenizer, qa.resolve_settings(TINY))
+        finetune._eval_frames(squad_dev.iloc[:2], {"validation": squad_dev.iloc[:2]}, tokenizer,
+                              qa.resolve_settings(TINY))
 
 
 def test_selection_state_survives_preemption(selection_run, tiny_frames, squad_dev):

@@ -110,7 +110,8 @@ def test_a_damaged_file_of_each_kind_is_one_line_naming_it_and_the_fix(kind: str
 def test_in_a_workflow_job_the_advice_is_the_command_that_rebuilds_the_file(tmp_path: Path) -> None:
     """A workflow job (runlog.setup has run) reads files the workflow wrote: its advice is the Snakemake command."""
     path, _ = _damaged_files(tmp_path)["parquet"]
-    script = ("from types import SimpleNamespace\nfrom spurious.core import readers\nfrom spurious.workflow import runlog\n"
+    script = ("from types import SimpleNamespace\nfrom spurious.core import readers\n"
+              "from spurious.workflow import runlog\n"
               "runlog.setup(SimpleNamespace(log=['job.log'], rule='job', wildcards={}))\n"
               f"readers.read_parquet({str(path)!r})\n")
     proc = subprocess.run([sys.executable, "-c", script], cwd=tmp_path, capture_output=True, text=True, check=False)

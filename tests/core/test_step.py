@@ -455,7 +455,8 @@ def test_every_compiled_shape_is_warmed_twice_and_recompilations_are_counted(aot
         with pytest.MonkeyPatch.context() as patch:
             patch.setattr(engine, "_optimizer_step", counted)
             runs[name] = engine.train(_MeanEmbedding(), loss_fn, lengths, settings, batch_fn=batch_fn,
-                                      batch_width=lambda row: 8 * -(-int(row.max()) // 8), checkpoint_dir=tmp_path / name,
+                                      batch_width=lambda row: 8 * -(-int(row.max()) // 8),
+                                      checkpoint_dir=tmp_path / name,
                                       fingerprint="x", emit=lambda m: None).compile  # fmt: skip
         before = [rows for step, rows in calls if step == 0]  # the batches built before the first step
         record = runs[name]

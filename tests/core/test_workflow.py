@@ -43,7 +43,8 @@ def snakemake(workdir: Path, *args: str, check: bool = True, timeout: int = 1200
     cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(workdir), *args]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=_env(), timeout=timeout)
     if check and proc.returncode != 0:
-        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n{proc.stderr[-6000:]}")
+        raise AssertionError(f"{' '.join(cmd)} failed ({proc.returncode}):\n{proc.stdout[-4000:]}\n"
+                             f"{proc.stderr[-6000:]}")
     return proc
 
 
@@ -64,7 +65,8 @@ def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
     with gzip.open(SQUAD_DEV, "rt") as fh:
         payload = json.load(fh)
     payload["data"] = [
-        dict(article, paragraphs=article["paragraphs"][:paragraphs]) for i, article in enumerate(payload["data"]) if i in TINY_ARTICLES
+        dict(article, paragraphs=article["paragraphs"][:paragraphs])
+        for i, article in enumerate(payload["data"]) if i in TINY_ARTICLES
     ]
     data_file = tmp / "tiny_squad.json"
     data_file.write_text(json.dumps(payload))
@@ -172,7 +174,8 @@ def assert_no_gpu_without_the_profile(workdir: Path, config: Path, profiled_dry_
         # App. C's published thresholds (the default): no search is an input, the SQuAD model is measured at them too
         ("appendix_c", 4, None),
         # the workflow's own BERT-base-cased search on SQuAD validation
-        ({"model": "bert_base_cased", "seed": 0}, 4, "results/bias/bert_base_cased/seed0/squad/validation/word-dist.json"),
+        ({"model": "bert_base_cased", "seed": 0}, 4,
+         "results/bias/bert_base_cased/seed0/squad/validation/word-dist.json"),
         # RoBERTa-large's own search: its row shows that search, only the three others at fixed thresholds
         ("reference", 3, "results/bias/roberta_large/seed0/squad/validation/word-dist.json"),
     ],
@@ -253,7 +256,8 @@ def tiny_run(tmp_path_factory):
     else:
         log = (work / "results/logs/segments/minilm_seed0_squad_validation_ans-len_by_validation.log").read_text()
         assert "no threshold separates the segments of ans-len" in log and "config's 'segments'" in log
-        assert not (work / "results/segments/minilm/seed0/squad/validation/ans-len/by_validation/biased.parquet").exists()
+        assert not (work / "results/segments/minilm/seed0/squad/validation/ans-len/"
+                           "by_validation/biased.parquet").exists()
     return work, cfg
 
 
@@ -265,7 +269,8 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
     assert len(train) + len(valid) == 207 and set(train["title"]).isdisjoint(valid["title"])
 
     heur = pd.read_parquet(res / "heuristics/squad/validation.parquet")
-    assert list(heur.columns) == ["id", "word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos"]
+    assert list(heur.columns) == ["id", "word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents",
+                                  "subj-pos"]
     assert heur["id"].tolist() == valid["id"].tolist()
 
     preds = pd.read_parquet(res / "predictions/minilm/seed0/squad/validation.parquet")
@@ -454,7 +459,8 @@ def test_a_job_stops_when_snakemake_is_killed_and_training_resumes_with_rerun_in
     # The target comes before --configfile, which takes several values and would swallow it.
     cmd = [*SNAKEMAKE, "-s", str(REPO / "Snakefile"), "--directory", str(tmp_path), "--cores", WORKFLOW_CORES, target,
            "--configfile", str(cfg)]
-    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    proc = subprocess.Popen(cmd, env=_env(), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
     deadline = time.time() + 600
     try:
         while time.time() < deadline:
@@ -514,14 +520,16 @@ def test_broken_data_files_fail_with_one_line_naming_the_file_and_record(tmp_pat
     for name, (path, words) in _broken_files(tmp_path).items():
         fmt = "squad_json" if name == "truncated" else "squad_flat_json"
         dev = {"dataset": "squad", "split": "dev"}
-        cfg = {"run_name": name, "datasets": {"squad": {"task": "qa", "splits": {"dev": {"format": fmt, "path": str(path)}}}},
+        cfg = {"run_name": name,
+               "datasets": {"squad": {"task": "qa", "splits": {"dev": {"format": fmt, "path": str(path)}}}},
                "models": {"m": {"checkpoint": "embedded:all-MiniLM-L6-v2", "train": dev, "validation": dev}},
                "evaluate": [dev]}
         config = tmp_path / f"{name}.yaml"
         config.write_text(yaml.safe_dump(cfg))
         work = tmp_path / name
         # the target before --configfile: after it, Snakemake reads it as another config file
-        proc = snakemake(work, "--cores", "1", "results/data/squad/dev.parquet", "--configfile", str(config), check=False)
+        proc = snakemake(work, "--cores", "1", "results/data/squad/dev.parquet", "--configfile", str(config),
+                         check=False)
         assert proc.returncode != 0, name
         line = next(ln for ln in proc.stderr.splitlines() if ln.startswith("spurious: error: "))
         assert f"dataset squad, split dev: {path}" in line and words in line, (name, line)
@@ -545,7 +553,8 @@ def test_audit_target_of_the_tiny_qa_model_repeats_the_workflows_numbers(tiny_ru
     }
     audit_cfg = work / "tiny-audit.yaml"
     audit_cfg.write_text(yaml.safe_dump(config, sort_keys=False))
-    proc = snakemake(work, "results/audit/tiny_qa/audit.json", "--cores", WORKFLOW_CORES, "--configfile", str(audit_cfg))
+    proc = snakemake(work, "results/audit/tiny_qa/audit.json", "--cores", WORKFLOW_CORES,
+                     "--configfile", str(audit_cfg))
     assert job_counts(proc.stderr + proc.stdout).get("audit") == 1
     res = work / "results"
     audit = json.loads((res / "audit/tiny_qa/audit.json").read_text())

@@ -1,4 +1,5 @@
-"""The Stubborn Lexical Bias no-pretraining control (``spurious.lexical.bilstm``): CBOW + 3-layer BiLSTM, on toy data."""
+"""The Stubborn Lexical Bias no-pretraining control (``spurious.lexical.bilstm``): CBOW + 3-layer BiLSTM, on toy
+data."""
 
 from __future__ import annotations
 
@@ -82,7 +83,8 @@ def test_learns_a_one_word_task_deterministically_and_weights_matter(tmp_path):
     again = bilstm.train_bilstm(train, output_dir=tmp_path / "b", settings=SMALL)
     assert again["train_losses"] == summary["train_losses"]
     np.testing.assert_array_equal(
-        np.stack(pred["probabilities"]), np.stack(bilstm.predict_bilstm(tmp_path / "b", test, device="cpu")["probabilities"])
+        np.stack(pred["probabilities"]),
+        np.stack(bilstm.predict_bilstm(tmp_path / "b", test, device="cpu")["probabilities"])
     )
     # weight 0 on every positive example: the model never sees label 1 and predicts 0 for everything
     weights = np.where(train["label"].to_numpy() == 1, 0.0, 2.0)

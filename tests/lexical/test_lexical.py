@@ -1,4 +1,5 @@
-"""Tests of spurious.lexical.features (Serrano et al. 2023 lexical-bias test); every expected number is worked out by hand."""
+"""Tests of spurious.lexical.features (Serrano et al. 2023 lexical-bias test); every expected number is worked out by
+hand."""
 
 from __future__ import annotations
 
@@ -476,7 +477,8 @@ def test_correct_predictions_accepts_ids_or_names_and_names_what_is_wrong():
     assert got.tolist() == [True, True, False]  # a: 0 = 0; b: neutral = 1; c: 2 != 1
     with pytest.raises(ValueError, match=r"p\.csv: 1 of 2 ids have no prediction \(first: \['z'\]\)"):
         correct_predictions(preds, ["a", "z"], np.array([0, 0]), ["x", "y", "w"], source="p.csv")
-    with pytest.raises(ValueError, match="first: record b predicts 'neutral'; each prediction must be a label id 0-1 or one of"):
+    with pytest.raises(ValueError, match="first: record b predicts 'neutral'; each prediction must be a label id "
+                                         "0-1 or one of"):
         correct_predictions(preds, ["b"], np.array([0]), ["x", "y"])
     with pytest.raises(ValueError, match="needs id and prediction"):
         correct_predictions(preds.rename(columns={"prediction": "pred"}), ["a"], np.array([0]), ["x", "y"])

@@ -77,7 +77,9 @@ def _tiny_config(tmp):
         "datasets": {
             "qnli": {
                 "task": "classification",
-                "splits": {"dev": {"format": "glue_tsv", "path": str(data), "label_names": ["entailment", "not_entailment"]}},
+                "splits": {
+                    "dev": {"format": "glue_tsv", "path": str(data), "label_names": ["entailment", "not_entailment"]}
+                },
                 "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25, "seed": 0},
             }
         },
@@ -127,13 +129,16 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
     sel = reweight.select_features(matrix, train["label"].to_numpy(), 2, vocab, min_count=5)
     assert summary["n_features"] == len(sel.columns)
     features = matrix[:, sel.columns]
-    assert summary["err_q"] == pytest.approx(reweight.err(features, train["label"].to_numpy(), 2, weights["q"].to_numpy()))
+    assert summary["err_q"] == pytest.approx(
+        reweight.err(features, train["label"].to_numpy(), 2, weights["q"].to_numpy())
+    )
     assert summary["err_q"] < summary["err_uniform"]
     # the returned q is an iterate of the solve above the effective-size floor, and the summary says which and why
     q = weights["q"].to_numpy()
     assert summary["effective_sample_size"] == pytest.approx(1.0 / np.sum(q**2))
     assert summary["effective_sample_size"] >= summary["min_effective_sample_size"] == pytest.approx(0.1 * len(train))
-    assert 1 <= summary["chosen_step"] <= summary["steps"] and summary["selection"].startswith(f"step {summary['chosen_step']}")
+    assert (1 <= summary["chosen_step"] <= summary["steps"]
+            and summary["selection"].startswith(f"step {summary['chosen_step']}"))
     assert summary["stopped"] and summary["final_iterate"]["step"] == summary["steps"]
     objective = pd.read_csv(res / "lexical/qnli/reweight/objective.csv")
     assert objective["step"].tolist() == list(range(summary["steps"] + 1))
@@ -153,7 +158,8 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
         assert (res / f"report/lexical/{name}.md").read_text().startswith("|")
     t2 = pd.read_csv(res / "report/lexical/table2.csv")
     # MiniLM on both weightings, the BiLSTM control on q only
-    assert sorted(zip(t2["model"], t2["weighting"], strict=True)) == [("lstm", "q"), ("minilm", "q"), ("minilm", "uniform")]
+    assert (sorted(zip(t2["model"], t2["weighting"], strict=True))
+            == [("lstm", "q"), ("minilm", "q"), ("minilm", "uniform")])
     t1 = pd.read_csv(res / "report/lexical/table1.csv")
     assert t1.loc[0, "Err(uniform) (paper)"] == pytest.approx(0.042)  # QNLI's published row beside ours
     assert (res / "report/lexical/figure2.png").stat().st_size > 1000
@@ -279,7 +285,8 @@ def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
     )
     out = tmp_path / "out.json"
     code = cli.main([
-        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"), str(res / "data/qnli/derived_s0/validation.parquet"),
+        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"),
+        str(res / "data/qnli/derived_s0/validation.parquet"),
         str(tmp_path / "p.csv"), "--top-k", "10", "--json", str(out),
     ])
     assert code == 0
@@ -288,9 +295,12 @@ def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
     assert ours["log10_p"] == pytest.approx(workflow["log10_p"])
     assert ours["n_usual"] == workflow["n_usual"] and ours["correct_usual"] == workflow["correct_usual"]
     # predictions missing a test record: a clear error, exit status 2
-    pd.DataFrame({"id": preds["id"][1:], "prediction": preds["prediction"][1:]}).to_csv(tmp_path / "short.csv", index=False)
+    pd.DataFrame({"id": preds["id"][1:], "prediction": preds["prediction"][1:]}).to_csv(
+        tmp_path / "short.csv", index=False
+    )
     code = cli.main([
-        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"), str(res / "data/qnli/derived_s0/validation.parquet"),
+        "lexical-test", str(res / "data/qnli/derived_s0/train.parquet"),
+        str(res / "data/qnli/derived_s0/validation.parquet"),
         str(tmp_path / "short.csv"),
     ])
     assert code == 2

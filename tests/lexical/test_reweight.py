@@ -67,7 +67,8 @@ def test_err_against_the_label_distribution_by_hand():
     assert err(tiny_features(), TINY_LABELS, 3, target="label_distribution") == pytest.approx(23 / 90, abs=1e-15)
     got = err(tiny_features(), TINY_LABELS, 3, weights=[1, 2, 1, 1, 0], target="label_distribution")
     assert got == pytest.approx(2 / 15, abs=1e-15)
-    assert err_both(tiny_features(), TINY_LABELS, 3) == pytest.approx({"uniform": 7 / 27, "label_distribution": 23 / 90})
+    assert (err_both(tiny_features(), TINY_LABELS, 3)
+            == pytest.approx({"uniform": 7 / 27, "label_distribution": 23 / 90}))
     # balanced labels: both targets agree
     balanced = np.array([0, 1, 2, 0, 1, 2])
     features = sp.csr_matrix(np.array([[1, 0], [1, 1], [0, 1], [1, 1], [0, 1], [1, 0]]))

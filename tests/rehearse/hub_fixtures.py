@@ -199,7 +199,8 @@ def train_tokenizer(family: str, texts: list[str], *, lowercase: bool = False, v
         tok.pre_tokenizer = pre_tokenizer
         cls_id, sep_id = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
         tok.post_processor = processors.TemplateProcessing(
-            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1", special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
+            single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+            special_tokens=[("[CLS]", cls_id), ("[SEP]", sep_id)]
         )
         tok.decoder = decoders.WordPiece(prefix="##")
         cls = BertTokenizerFast if family == "bert" else ElectraTokenizerFast
@@ -220,7 +221,8 @@ def train_tokenizer(family: str, texts: list[str], *, lowercase: bool = False, v
         )
         # RoBERTa's own post-processor: <s> A </s></s> B </s>, offsets trimmed of the leading-space marker
         tok.post_processor = processors.RobertaProcessing(
-            ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")), trim_offsets=True, add_prefix_space=False
+            ("</s>", tok.token_to_id("</s>")), ("<s>", tok.token_to_id("<s>")), trim_offsets=True,
+            add_prefix_space=False
         )
         return RobertaTokenizerFast(
             tokenizer_object=tok, bos_token="<s>", eos_token="</s>", sep_token="</s>", cls_token="<s>",
@@ -262,9 +264,14 @@ def tiny_model(family: str, vocab_size: int, *, large: bool, seed: int):
     )
 
     torch.manual_seed(seed)
-    size = {"hidden_size": 48 if large else 32, "num_hidden_layers": 3 if large else 2, "intermediate_size": 96 if large else 64}
+    size = {
+        "hidden_size": 48 if large else 32, "num_hidden_layers": 3 if large else 2,
+        "intermediate_size": 96 if large else 64,
+    }
     if family == "bert":
-        return BertForPreTraining(BertConfig(vocab_size=vocab_size, num_attention_heads=2, max_position_embeddings=512, **size))
+        return BertForPreTraining(
+            BertConfig(vocab_size=vocab_size, num_attention_heads=2, max_position_embeddings=512, **size)
+        )
     if family == "roberta":
         return RobertaForMaskedLM(
             RobertaConfig(
@@ -274,7 +281,9 @@ def tiny_model(family: str, vocab_size: int, *, large: bool, seed: int):
         )
     if family == "electra":
         return ElectraForPreTraining(
-            ElectraConfig(vocab_size=vocab_size, embedding_size=16, num_attention_heads=2, max_position_embeddings=512, **size)
+            ElectraConfig(
+                vocab_size=vocab_size, embedding_size=16, num_attention_heads=2, max_position_embeddings=512, **size
+            )
         )
     if family == "gpt_neox":
         return GPTNeoXForCausalLM(
@@ -295,7 +304,9 @@ def _revision(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def write_hub_model(checkpoint: str, spec: Mapping[str, Any], texts: list[str], hub_cache: Path, tokenizers: dict) -> Path:
+def write_hub_model(
+    checkpoint: str, spec: Mapping[str, Any], texts: list[str], hub_cache: Path, tokenizers: dict
+) -> Path:
     """The checkpoint's stand-in, in the hub cache layout; the snapshot directory."""
     family = spec["family"]
     key = (family, bool(spec.get("lowercase")))
@@ -468,7 +479,10 @@ def gen_glue(text: Text, config: str, split: str, layout, rng) -> list[dict[str,
         q = text.qnli.sample(frac=1.0, random_state=7).reset_index(drop=True)
         start = {"train": 0, "validation": NLI_ROWS["train"], "test": NLI_ROWS["train"] + NLI_ROWS["validation"]}[split]
         n = NLI_ROWS[split]
-        rows = [{"question": r.question, "sentence": r.sentence, "label": int(r.label)} for r in q.iloc[start : start + n].itertuples()]
+        rows = [
+            {"question": r.question, "sentence": r.sentence, "label": int(r.label)}
+            for r in q.iloc[start : start + n].itertuples()
+        ]
     elif config == "qqp":
         rows = []
         for _ in range(NLI_ROWS[split]):
@@ -533,7 +547,8 @@ def hans_tsv(text: Text, path: Path, spec: Mapping[str, Any]) -> None:
         values = {
             "gold_label": names[row["label"]], "sentence1": row["premise"], "sentence2": row["hypothesis"],
             "sentence1_parse": row["parse_premise"], "sentence2_parse": row["parse_hypothesis"],
-            "sentence1_binary_parse": row["binary_parse_premise"], "sentence2_binary_parse": row["binary_parse_hypothesis"],
+            "sentence1_binary_parse": row["binary_parse_premise"],
+            "sentence2_binary_parse": row["binary_parse_hypothesis"],
             "pairID": f"ex{i}", "heuristic": row["heuristic"], "subcase": row["subcase"], "template": row["template"],
         }
         lines.append("\t".join(values[c] for c in spec["columns"]))
@@ -590,7 +605,9 @@ def features_of(spec: Mapping[str, Any]):
             return datasets.ClassLabel(names=list(t["class_label"]))
         if "sequence" in t:
             inner = t["sequence"]
-            return datasets.Sequence({k: one(v) for k, v in inner.items()} if isinstance(inner, Mapping) else one(inner))
+            return datasets.Sequence(
+                {k: one(v) for k, v in inner.items()} if isinstance(inner, Mapping) else one(inner)
+            )
         return {k: one(v) for k, v in t.items()}
 
     return datasets.Features({name: one(t) for name, t in spec.items()})
@@ -607,7 +624,9 @@ def columnar(spec: Any, value: Any) -> Any:
     return value
 
 
-def write_hub_dataset(name: str, config: str, layout: Mapping[str, Any], rows_by_split: dict[str, list], cache: Path) -> Path:
+def write_hub_dataset(
+    name: str, config: str, layout: Mapping[str, Any], rows_by_split: dict[str, list], cache: Path
+) -> Path:
     """One config of a hub dataset, prepared as ``datasets`` caches a download; the prepared directory."""
     from datasets import Dataset
     from datasets.packaged_modules.parquet.parquet import Parquet
@@ -689,7 +708,10 @@ def build(root: Path, *, layouts: Mapping[str, Any] | None = None, log=print) ->
     for name, ds in layouts["datasets"].items():
         for config, layout in ds["configs"].items():
             log(f"dataset {name} {config}: {', '.join(layout['splits'])}")
-            rows = {split: GENERATORS[name](text, config, split, layout, _rng(name, config, split)) for split in layout["splits"]}
+            rows = {
+                split: GENERATORS[name](text, config, split, layout, _rng(name, config, split))
+                for split in layout["splits"]
+            }
             write_hub_dataset(name, config, layout, rows, cache)
     for rel, spec in layouts.get("files", {}).items():
         log(f"file {rel}")

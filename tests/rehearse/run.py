@@ -141,9 +141,11 @@ def parse_dry_run(stdout: str) -> Plan:
 
 
 def planned_jobs(workdir: Path, configs: list[str], env: dict[str, str], *, everything: bool = True) -> Plan:
-    """rule -> its planned jobs, from a dry run: of the whole job graph (``everything``), or of the jobs still to run."""
+    """rule -> its planned jobs, from a dry run: of the whole job graph (``everything``), or of the jobs still to
+    run."""
     proc = subprocess.run(
-        [*SNAKEMAKE, "--directory", str(workdir), "-n", *(["--forceall"] if everything else []), "--configfile", *configs],
+        [*SNAKEMAKE, "--directory", str(workdir), "-n", *(["--forceall"] if everything else []),
+         "--configfile", *configs],
         capture_output=True, text=True, env=env, cwd=REPO,
     )
     if proc.returncode != 0:
@@ -181,7 +183,8 @@ def plan_problems(paper_plan: Plan, rehearsal_plan: Plan) -> list[str]:
 
 
 def final_outputs(paper_plan: Plan) -> list[str]:
-    return sorted({p for rule, jobs in paper_plan.items() if REPORT_RULE.search(rule) for job in jobs for p in job.outputs})
+    return sorted({p for rule, jobs in paper_plan.items() if REPORT_RULE.search(rule)
+                   for job in jobs for p in job.outputs})
 
 
 def missing_outputs(workdir: Path, paths: list[str]) -> list[str]:
@@ -273,7 +276,8 @@ def run_all(rehearsals: list[Rehearsal], env: dict[str, str], cores: int) -> Non
         for r in rehearsals:
             print(f"== rehearsal of configs/paper-{r.paper}.yaml in {r.workdir} (log: {r.log})", flush=True)
             with r.log.open("w") as log:
-                r.proc = subprocess.Popen(run_command(r, cores), env=env, cwd=REPO, stdout=log, stderr=subprocess.STDOUT)
+                r.proc = subprocess.Popen(run_command(r, cores), env=env, cwd=REPO, stdout=log,
+                                          stderr=subprocess.STDOUT)
             r.started = time.monotonic()
         while any(r.elapsed is None for r in rehearsals):
             time.sleep(1)
@@ -286,7 +290,8 @@ def run_all(rehearsals: list[Rehearsal], env: dict[str, str], cores: int) -> Non
                 beat += HEARTBEAT_S
                 print(
                     f"   {minutes(time.monotonic() - start)} "
-                    + ", ".join(f"{r.paper} {last_progress(r.log) if r.elapsed is None else 'done'}" for r in rehearsals),
+                    + ", ".join(f"{r.paper} {last_progress(r.log) if r.elapsed is None else 'done'}"
+                                for r in rehearsals),
                     flush=True,
                 )
     finally:  # interrupted: stop the Snakemake runs (each stops its jobs)
@@ -314,7 +319,8 @@ def check_after(r: Rehearsal, env: dict[str, str]) -> None:
     reordered = reordered_config.write_reordered(r.configs, r.workdir / "reordered.yaml")
     left = pending_jobs(planned_jobs(r.workdir, [str(reordered)], env, everything=False))
     if left:
-        r.problems.append(f"jobs still pending after the rehearsal (dry run of the reordered config {reordered}): {left}")
+        r.problems.append(f"jobs still pending after the rehearsal (dry run of the reordered config {reordered}): "
+                          f"{left}")
     r.problems += load_problems(r.workdir, r.plan, Path(env["HF_HUB_CACHE"]))
 
 

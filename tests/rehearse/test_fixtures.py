@@ -15,7 +15,9 @@ from spurious.core.qa.features import featurize
 from tests.rehearse import hub_fixtures
 
 REPO = Path(__file__).resolve().parents[2]
-SQUAD = Path(os.environ.get("SPURIOUS_DATA_MIRROR", REPO.parent / "shared" / "data")) / "squad_v1.1" / "dev-v1.1.json.gz"
+SQUAD = (
+    Path(os.environ.get("SPURIOUS_DATA_MIRROR", REPO.parent / "shared" / "data")) / "squad_v1.1" / "dev-v1.1.json.gz"
+)
 
 
 def test_every_hub_name_of_the_paper_configs_is_in_the_layouts():
@@ -37,7 +39,8 @@ def test_a_name_missing_from_the_layouts_is_reported(tmp_path):
     )
     missing = hub_fixtures.check_names(hub_fixtures.load_layouts(), [config])
     assert missing == [
-        "file data/hans/heuristics_train_set.txt", "dataset nyu-mll/glue config mnli split dev_matched", "model roberta-xl"
+        "file data/hans/heuristics_train_set.txt", "dataset nyu-mll/glue config mnli split dev_matched",
+        "model roberta-xl"
     ]
 
 
@@ -129,7 +132,8 @@ def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_pa
     cache = tmp_path / "datasets"
     cache.mkdir()
     squad = load_squad_json(SQUAD)
-    rows = {split: hub_fixtures.squad_records(squad.iloc[i * 5 :], 5) for i, split in enumerate(["train", "validation"])}
+    rows = {split: hub_fixtures.squad_records(squad.iloc[i * 5 :], 5)
+            for i, split in enumerate(["train", "validation"])}
     squad_layout = layouts["datasets"]["rajpurkar/squad"]["configs"]["plain_text"]
     hub_fixtures.write_hub_dataset("rajpurkar/squad", "plain_text", squad_layout, rows, cache)
     anli = layouts["datasets"]["facebook/anli"]["configs"]["plain_text"]
@@ -142,7 +146,8 @@ def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_pa
         "from spurious.core import data, classification as c\n"
         "q = data.load_hub('rajpurkar/squad', None, 'validation')\n"
         "a = c.load_hub('facebook/anli', None, 'test_r3', id_column='uid')\n"
-        "print(list(q['id']), q.iloc[0]['answers']['text'][0], a.attrs['label_names'], list(a['id']), list(a['label']))\n"
+        "print(list(q['id']), q.iloc[0]['answers']['text'][0], a.attrs['label_names'], "
+        "list(a['id']), list(a['label']))\n"
     )
     env = {**os.environ, "HF_DATASETS_CACHE": str(cache), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True).stdout
@@ -160,10 +165,12 @@ def test_hans_file_fixture_loads_with_the_paper_configs_source(tmp_path):
     path = tmp_path / "data" / "hans" / "heuristics_evaluation_set.txt"
     hub_fixtures.hans_tsv(hub_fixtures.Text(hub_fixtures.mirror_dir()), path, spec)
     header = path.read_text().splitlines()[0].split("\t")
-    assert header[0] == "gold_label" and header[5:11] == ["sentence1", "sentence2", "pairID", "heuristic", "subcase", "template"]
+    assert (header[0] == "gold_label"
+            and header[5:11] == ["sentence1", "sentence2", "pairID", "heuristic", "subcase", "template"])
     import yaml
 
-    source = yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text())["datasets"]["hans"]["splits"]["validation"]
+    paper_config = yaml.safe_load((REPO / "configs" / "paper-aflite.yaml").read_text())
+    source = paper_config["datasets"]["hans"]["splits"]["validation"]
     cwd = os.getcwd()
     os.chdir(tmp_path)  # the config's path is relative to the workflow's directory
     try:

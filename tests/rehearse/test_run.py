@@ -44,7 +44,8 @@ def test_the_dry_run_is_read_job_by_job():
     plan = run.parse_dry_run(DRY_RUN)
     assert sorted(plan) == ["all", "bias", "report_tables", "train"]
     first, second = plan["train"]
-    assert first.outputs == ["results/models/bert_base_cased/seed0/model", "results/models/bert_base_cased/seed0/training.json"]
+    assert first.outputs == ["results/models/bert_base_cased/seed0/model",
+                             "results/models/bert_base_cased/seed0/training.json"]
     assert first.wildcards == {"model": "bert_base_cased", "seed": "0"}
     assert second.wildcards == {"model": "roberta_base", "seed": "1"}
     assert plan["bias"][0].wildcards["run"] == "bert_base_cased/resam/ans-len/seed0"
@@ -57,7 +58,8 @@ def test_the_dry_run_is_read_job_by_job():
 def test_an_overlay_may_drop_seeds_but_no_rule_model_or_method():
     paper = run.parse_dry_run(DRY_RUN)
     fewer_seeds = {rule: [j for j in jobs if j.wildcards.get("seed") != "1"] or jobs for rule, jobs in paper.items()}
-    fewer_seeds["train"].append(run.Job(["results/models/roberta_base/seed0/model"], {"model": "roberta_base", "seed": "0"}))
+    fewer_seeds["train"].append(run.Job(["results/models/roberta_base/seed0/model"],
+                                        {"model": "roberta_base", "seed": "0"}))
     assert run.plan_problems(paper, fewer_seeds) == []
     no_roberta = {rule: [j for j in jobs if j.wildcards.get("model") != "roberta_base"] for rule, jobs in paper.items()}
     assert run.plan_problems(paper, no_roberta) == [

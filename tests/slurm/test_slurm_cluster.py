@@ -41,8 +41,8 @@ PROFILE = REPO / "profiles" / "slurm"
 # The only flags this test adds to the profile: how job states are read on a cluster without slurmdbd.
 TEST_ONLY_FLAGS = ("--slurm-status-command", "squeue", "--slurm-init-seconds-before-status-checks", "2",
                    "--seconds-between-status-checks", "3")
-# the workflow run, the signal, the cancellation and the retries included (run.sh: 8 min in all; on a machine shared with
-# other work, raise both: SLURM_TEST_LIMIT_S and SPURIOUS_SLURM_RUN_LIMIT_S)
+# the workflow run, the signal, the cancellation and the retries included (run.sh: 8 min in all; on a machine shared
+# with other work, raise both: SLURM_TEST_LIMIT_S and SPURIOUS_SLURM_RUN_LIMIT_S)
 RUN_LIMIT_S = int(os.environ.get("SPURIOUS_SLURM_RUN_LIMIT_S", "390"))
 STEPS, EVERY = 24, 4  # the tiny training's steps and checkpoint interval: room for two interruptions
 # Three heuristics that need no spaCy parse: the run's group jobs and its heuristics job stay light on a 2-core machine,
@@ -109,9 +109,10 @@ def cluster_run(tmp_path_factory):
         # batch shell: what --signal=USR1@600 sends) once it has a checkpoint. Attempt 2: `scancel` (SIGTERM, as a
         # preemption) once it has saved a checkpoint after the step attempt 1 stopped at. Attempt 3 finishes.
         while cancelled is None and time.time() - started < RUN_LIMIT_S:
-            assert proc.poll() is None, f"the run ended before its training was interrupted:\n{log_path.read_text()[-4000:]}"
-            running = [j for j in _jobs() if j["JobState"] == "RUNNING" and j.get("Comment", "").startswith("rule_train_")
-                       and j["JobId"] != warned]  # fmt: skip
+            assert proc.poll() is None, ("the run ended before its training was interrupted:\n"
+                                         f"{log_path.read_text()[-4000:]}")
+            running = [j for j in _jobs() if j["JobState"] == "RUNNING"
+                       and j.get("Comment", "").startswith("rule_train_") and j["JobId"] != warned]  # fmt: skip
             saved = _checkpoint_steps(ckpt_root)
             if running and warned is None and saved:
                 warned = running[0]["JobId"]
@@ -163,7 +164,8 @@ def test_a_warned_and_a_cancelled_training_resume_each_at_its_saved_step(cluster
     for job, state in ((cluster_run["warned"], "FAILED"), (cluster_run["cancelled"], "CANCELLED")):
         assert f"SLURM-job '{job}' failed, SLURM status is: '{state}'" in log, log[-6000:]
     assert log.count("Trying to restart job") >= 2
-    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")), key=lambda j: int(j["JobId"]))
+    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")),
+                   key=lambda j: int(j["JobId"]))
     assert [j["JobState"] for j in train] == ["FAILED", "CANCELLED", "COMPLETED"]
     summary = json.loads((cluster_run["work"] / "results/models/minilm/seed0/training.json").read_text())
     assert summary["steps"] == STEPS
@@ -196,7 +198,8 @@ def test_each_retry_asks_for_more_memory(cluster_run):
     # mem_mb "by_size(...) * attempt": MiniLM's small class asks for 16 GB, then 32 GB, then 48 GB (below the node's
     # 128 GB); the CPUs, GPU and time stay. This cluster does not enforce memory (no cgroups), so a job killed for
     # memory is not staged; any failed attempt is retried the same way.
-    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")), key=lambda j: int(j["JobId"]))
+    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")),
+                   key=lambda j: int(j["JobId"]))
     assert [j["MinMemoryNode"] for j in train] == ["16000M", "32000M", "48000M"], train
     assert {(j["NumCPUs"], j["TimeLimit"]) for j in train} == {("4", "02:00:00")}
 
@@ -217,7 +220,8 @@ def test_group_jobs_ask_for_what_their_members_need(cluster_run):
 def test_the_training_job_asks_for_its_models_size_class(cluster_run):
     # MiniLM is in the profile's small class: by_size(...) gives it 4 CPUs for its GPU, 16 GB and 2 hours, as
     # sbatch submitted it (the submitting host and the job evaluate the same request)
-    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")), key=lambda j: int(j["JobId"]))
+    train = sorted((j for j in cluster_run["jobs"] if j["Comment"].startswith("rule_train_")),
+                   key=lambda j: int(j["JobId"]))
     assert train, cluster_run["log"][-4000:]
     assert (train[0]["NumCPUs"], train[0]["MinMemoryNode"], train[0]["TimeLimit"]) == ("4", "16000M", "02:00:00")
     for job in train:
@@ -270,7 +274,8 @@ def _slurm_plan(tmp_path, config: str) -> dict:
 def test_the_paper_configs_group_jobs_each_fit_one_ordinary_node(cluster_run, tmp_path):
     payload = _slurm_plan(tmp_path, "paper-squad.yaml")
     groups = [r for r in payload["requests"] if r["group"]]
-    assert len(groups) == 31  # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4 at App. C (4)
+    # tests/core/test_workflow.py: 23 runs, 3 annotators, the Human rows, Figure 4 at App. C (4)
+    assert len(groups) == 31
     for g in groups:
         assert g["cpus"] <= 8 and g["mem_mb"] <= 32000 and g["gpus"] == 0, g
         assert g["cpus"] == min(g["members"], PROFILE_CORES) and g["mem_mb"] == g["cpus"] * SEARCH_MEM_MB, g

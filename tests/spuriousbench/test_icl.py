@@ -1,5 +1,5 @@
-"""In-context learning (``spurious.spuriousbench.icl``) with a tiny randomly initialised causal LM over the MiniLM vocabulary (built
-from a config, nothing downloaded)."""
+"""In-context learning (``spurious.spuriousbench.icl``) with a tiny randomly initialised causal LM over the MiniLM
+vocabulary (built from a config, nothing downloaded)."""
 
 from __future__ import annotations
 
@@ -57,7 +57,8 @@ def test_demonstrations_have_the_configured_prevalence_and_strength():
     demos = icl.draw_demonstrations(train, shots=8, prevalence=0.5, strength=1.0, target_label=1, seed=3)
     # §5.1: every positive demonstration carries the feature, no negative one does
     assert len(demos) == 8 and (demos["label"] == 1).sum() == 4
-    assert demos.loc[demos["label"] == 1, "has_feature"].all() and not demos.loc[demos["label"] == 0, "has_feature"].any()
+    assert (demos.loc[demos["label"] == 1, "has_feature"].all()
+            and not demos.loc[demos["label"] == 0, "has_feature"].any())
     demos = icl.draw_demonstrations(train, shots=20, prevalence=0.2, strength=0.75, target_label=1, seed=3)
     f = demos["has_feature"].to_numpy()
     assert f.sum() == 4 and (demos["label"].to_numpy()[f] == 1).sum() == 3 and (demos["label"] == 1).sum() == 10
@@ -67,7 +68,8 @@ def test_demonstrations_have_the_configured_prevalence_and_strength():
     other = icl.draw_demonstrations(train, shots=20, prevalence=0.2, strength=0.75, target_label=1, seed=4)
     assert demos["id"].tolist() != other["id"].tolist()
     # the negative target (App. D): the feature goes with label 0
-    neg = icl.draw_demonstrations(split(200, strength=0.1), shots=8, prevalence=0.5, strength=1.0, target_label=0, seed=0)
+    neg = icl.draw_demonstrations(split(200, strength=0.1), shots=8, prevalence=0.5, strength=1.0, target_label=0,
+                                  seed=0)
     assert neg.loc[neg["has_feature"], "label"].eq(0).all()
     with pytest.raises(ValueError, match="even number"):
         icl.draw_demonstrations(train, shots=7, prevalence=0.5, strength=1.0, target_label=1, seed=0)

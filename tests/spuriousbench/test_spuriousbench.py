@@ -1,5 +1,5 @@
-"""SpuriousBench construction (spurious.spuriousbench.construction): detokenisation, feature predicates, insertion, exact
-prevalence / strength, independent test sets, spurious gap, SST-2 pools.  Expected values are literal and were
+"""SpuriousBench construction (spurious.spuriousbench.construction): detokenisation, feature predicates, insertion,
+exact prevalence / strength, independent test sets, spurious gap, SST-2 pools.  Expected values are literal and were
 checked by hand (sentences, parses, counts) rather than recomputed with the code under test."""
 
 from __future__ import annotations
@@ -604,7 +604,9 @@ def test_mnli_pools_collapse_to_entailment_and_stay_disjoint():
          "label": [0, 1, 2, 0, 1, 2, 0, 1, 2, 0]}
     )
     train.attrs["label_names"] = names
-    test = pd.DataFrame({"id": range(3), "text_a": ["p0", "q1", "q2"], "text_b": ["h0", "g1", "g2"], "label": [2, 0, 1]})
+    test = pd.DataFrame(
+        {"id": range(3), "text_a": ["p0", "q1", "q2"], "text_b": ["h0", "g1", "g2"], "label": [2, 0, 1]}
+    )
     test.attrs["label_names"] = names
     pools = sb.mnli_pools(train, test, seed=0, dev_fraction=0.2)
     assert len(pools["train"]) == 8 and len(pools["dev"]) == 2
@@ -633,6 +635,8 @@ def test_split_files_keep_every_column_and_the_stats(tmp_path, pools):
     )
     sb.write_split(frame, tmp_path / "train.parquet")
     back = sb.read_split(tmp_path / "train.parquet")
-    assert back.attrs["label_names"] == ["negative", "positive"] and back.attrs["spuriousbench"] == json.loads(json.dumps(stats))
+    assert (back.attrs["label_names"] == ["negative", "positive"]
+            and back.attrs["spuriousbench"] == json.loads(json.dumps(stats)))
     assert back["has_feature"].sum() == 20 and ((back["label"] == 1) & back["has_feature"]).sum() == 18
-    pd.testing.assert_frame_equal(back[frame.columns].reset_index(drop=True), frame.reset_index(drop=True), check_dtype=False)
+    pd.testing.assert_frame_equal(back[frame.columns].reset_index(drop=True), frame.reset_index(drop=True),
+                                  check_dtype=False)

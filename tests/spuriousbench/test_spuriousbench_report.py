@@ -239,7 +239,8 @@ def test_figure2_panels():
     assert panels == [("sst2", "BERT-base", [("minilm", "finetune"), ("minilm", "balanced")])]
     assert left_out == ["BERT-random on sst2 (finetune only)"]
     finetuned = [m for m in METRICS if m["method"] == "finetune"]
-    assert rep.figure2_panels(finetuned) == ([("sst2", "finetune", [("minilm", "finetune"), ("scratch", "finetune")])], [])
+    assert (rep.figure2_panels(finetuned)
+            == ([("sst2", "finetune", [("minilm", "finetune"), ("scratch", "finetune")])], []))
 
 
 def written(png, svg) -> bool:

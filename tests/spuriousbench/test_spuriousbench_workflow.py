@@ -45,11 +45,13 @@ def test_paper_spurious_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
     assert counts["spurious_train"] == n_features * (4 * 3 + 3 + 3) + 18 * 3
     assert "results/spurious/mnli/models/overlap/lexical_overlap/bert_base/prompt/seed2/model" in proc.stdout
     assert "results/spurious/sst2/models/punctuation/exclamation/bert_base/bitfit/seed0/model" in proc.stdout
-    assert "results/spurious/sst2_negative/models/punctuation/exclamation/bert_base_negative/finetune/seed0/model" in proc.stdout
+    assert ("results/spurious/sst2_negative/models/punctuation/exclamation/bert_base_negative/finetune/seed0/model"
+            in proc.stdout)
     assert "sst2_negative/models/punctuation/exclamation/bert_large" not in proc.stdout
     # §5 in-context learning: 3 open-model rows on both subsets, 2 more (Figs. 4-5) on SST-2, 3 draws each
     assert counts["spurious_icl"] == 18 * 5 * 3 + len(sb.MNLI_FEATURES) * 3 * 3
-    assert "results/spurious/mnli/predictions/overlap/lexical_overlap/pythia_12b_words/icl/seed2.metrics.json" in proc.stdout
+    assert ("results/spurious/mnli/predictions/overlap/lexical_overlap/pythia_12b_words/icl/seed2.metrics.json"
+            in proc.stdout)
     assert_no_gpu_without_the_profile(tmp_path, REPO / "configs" / "paper-spurious.yaml", proc.stdout)
 
 
@@ -67,7 +69,9 @@ def _tiny_causal_lm(tmp):
     tok = load_tokenizer("embedded:all-MiniLM-L6-v2")
     torch.manual_seed(0)
     path = tmp / "tiny_lm"
-    GPT2LMHeadModel(GPT2Config(vocab_size=tok.vocab_size, n_positions=256, n_embd=32, n_layer=2, n_head=2)).save_pretrained(path)
+    GPT2LMHeadModel(
+        GPT2Config(vocab_size=tok.vocab_size, n_positions=256, n_embd=32, n_layer=2, n_head=2)
+    ).save_pretrained(path)
     tok.save_pretrained(path)
     return path
 
@@ -153,15 +157,17 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
     # 2 features x (minilm finetune, minilm balanced, tiny_lm icl); on sst2_negative: BitFit and random finetune
     assert len(gaps) == 2 * 3 + 2
-    runs = [("sst2", feature, run) for feature in ("punctuation/exclamation", "determiner/a")
-            for run in ("minilm/finetune", "minilm/balanced")] + [("sst2_negative", "punctuation/exclamation", "random/finetune")]  # fmt: skip
+    runs = ([("sst2", feature, run) for feature in ("punctuation/exclamation", "determiner/a")
+             for run in ("minilm/finetune", "minilm/balanced")]
+            + [("sst2_negative", "punctuation/exclamation", "random/finetune")])  # fmt: skip
     for dataset, feature, run in runs:
         base = tiny_run / "spurious" / dataset / "predictions" / feature / run
         pred = pd.read_parquet(f"{base}/seed0.parquet")
         metrics = json.loads((base / "seed0.metrics.json").read_text())
         sup = pred.loc[pred["group"] == "supporting", "correct"].mean()
         cnt = pred.loc[pred["group"] == "counter", "correct"].mean()
-        assert metrics["gap"] == pytest.approx(sup - cnt) and metrics["n_supporting"] == (pred["group"] == "supporting").sum()
+        assert (metrics["gap"] == pytest.approx(sup - cnt)
+                and metrics["n_supporting"] == (pred["group"] == "supporting").sum())
         row = gaps[(gaps["dataset"] == dataset) & (gaps["feature"] == sb.feature_from_path(feature))
                    & (gaps["model"] == run.split("/")[0]) & (gaps["method"] == run.split("/")[1])]
         assert row["gap"].item() == pytest.approx(100 * (sup - cnt), abs=0.05)
@@ -169,8 +175,8 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     assert metrics["model_kind"] == "random"
     sizes = pd.read_csv(tiny_run / "report/spurious/sizes.csv")
     sizes = sizes[sizes["dataset"] == "sst2"]
-    # every built feature, trained or not: App. E sizes
-    assert sizes["feature"].tolist() == ["punctuation:exclamation", "prefix:my_thought", "determiner:a"]  # Table 1 order
+    # every built feature, trained or not: App. E sizes, in Table 1's order
+    assert sizes["feature"].tolist() == ["punctuation:exclamation", "prefix:my_thought", "determiner:a"]
     assert sizes["train"].tolist() == [100] * 3 and (sizes["train strength"] == 90.0).all()
     for name in ("figure1.png", "figure1.svg", "figure2.png", "figure2.svg", "figure3.png", "figure3.svg", "sizes.md",
                  "categories.md"):
@@ -203,7 +209,8 @@ def test_tiny_run_negative_target_and_bitfit(tiny_run):
     test = sb.read_split(data / "test.parquet")
     assert (test.loc[test["group"] == "supporting", "label"] == 0).all()
     summary = json.loads(
-        (tiny_run / "spurious/sst2_negative/models/punctuation/exclamation/bitfit_only/bitfit/seed0/training.json").read_text()
+        (tiny_run / "spurious/sst2_negative/models/punctuation/exclamation/bitfit_only/bitfit/seed0/"
+                    "training.json").read_text()
     )
     assert summary["trainable"] == "bitfit" and summary["method"] == "bitfit"
     assert summary["settings"]["learning_rate"] == 5e-3 and summary["n_trainable_parameters"] < 300_000
@@ -232,5 +239,6 @@ def test_tiny_run_in_context_learning(tiny_run):
     assert metrics["gap"] == pytest.approx(sup - cnt)
     model, tok = icl.load_causal_lm(tiny_run.parent / "tiny_lm")
     test = sb.read_split(data / "test.parquet")
-    again, _ = icl.predict_icl(model, tok, demos.reset_index(), test, icl.PAPER_TEMPLATES["sst2"]["digits"], device="cpu")
+    again, _ = icl.predict_icl(model, tok, demos.reset_index(), test, icl.PAPER_TEMPLATES["sst2"]["digits"],
+                               device="cpu")
     assert again["prediction"].tolist() == pred["prediction"].tolist()

@@ -546,7 +546,8 @@ def test_too_few_rows_for_the_sample_size_is_an_error_naming_the_sizes():
     # issue 14: 1,057 questions with the default sample size 800 can never give two segments of 800
     values = np.arange(1057) % 10
     em = np.full(1057, 100.0)
-    with pytest.raises(InsufficientRowsError, match=r"1057 rows cannot .* sample_size 800 .* at least 1600.*bias.sample_size"):
+    with pytest.raises(InsufficientRowsError,
+                       match=r"1057 rows cannot .* sample_size 800 .* at least 1600.*bias.sample_size"):
         search_threshold(values, em, em, heuristic="ans-len")
     allowed = search_threshold(values, em, em, heuristic="ans-len", allow_too_few_rows=True)
     assert allowed["found"] is False and allowed["reason"] == "too_few_rows" and allowed["prediction_bias"] == 0.0

@@ -625,7 +625,8 @@ def test_lmix_gate_input_detached_stops_the_gradient_at_the_hidden_states(loop_b
         hidden = torch.randn(3, 7, 16, requires_grad=True)
         loss, _ = objective(start, end, hidden, _with_inputs(objective, batch, index))
         loss.backward()
-        grads[gate_input] = (loss.item(), hidden.grad, start.grad.clone(), [p.grad.clone() for p in objective.parameters()])
+        grads[gate_input] = (loss.item(), hidden.grad, start.grad.clone(),
+                             [p.grad.clone() for p in objective.parameters()])
     (loss_e, hidden_e, start_e, gate_e), (loss_d, hidden_d, start_d, gate_d) = grads["encoder"], grads["detached"]
     # the same loss, the same gradients for the logits and the gate; none for the hidden states once detached
     assert loss_d == pytest.approx(loss_e, abs=0) and torch.equal(start_d, start_e)
@@ -643,7 +644,8 @@ def test_lmix_objective_on_memmapped_logits(loop_batch):
     end = torch.randn(3, 7, requires_grad=True)
     hidden = torch.randn(3, 7, 16)
     loss, stats = objective(start, end, hidden, _with_inputs(objective, batch, index))
-    assert torch.isfinite(loss) and set(stats) == {"nll", "entropy", "gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"}
+    assert (torch.isfinite(loss)
+            and set(stats) == {"nll", "entropy", "gate", "gate_q10", "gate_q50", "gate_q90", "gate_max"})
     loss.backward()
     grads = [p.grad for p in objective.parameters()]
     assert grads and all(g is not None and torch.isfinite(g).all() for g in grads)
@@ -966,7 +968,8 @@ def test_choose_scale_takes_the_best_and_breaks_ties_towards_the_smaller_scale()
 
 
 def test_gate_summary_of_the_last_tenth_of_training():
-    rows = [{"step": i, "loss": 1.0, "gate": i / 10, "gate_q10": i / 20, "gate_q90": i / 5, "gate_max": i} for i in range(1, 21)]
+    rows = [{"step": i, "loss": 1.0, "gate": i / 10, "gate_q10": i / 20, "gate_q90": i / 5, "gate_max": i}
+            for i in range(1, 21)]
     g = gate_summary([{"step": 0, "loss": 9.0}, *rows])  # rows without a gate (another objective) are skipped
     assert g["steps"] == 20 and g["final_steps"] == 2 and g["first_mean"] == pytest.approx(0.1)
     assert g["final_mean"] == pytest.approx(1.95) and g["final_q10"] == pytest.approx(0.975)
@@ -1002,4 +1005,5 @@ def test_the_entropy_penalty_alone_drives_the_gate_up_for_an_uninformative_bias(
     assert values == sorted(values, reverse=True) and values[-1] < values[0] - 1.0
     # the module's masked entropy is the same quantity
     log_mixed = F.log_softmax(2.0 * log_pb, dim=-1)
-    assert debias_module._masked_entropy(log_mixed, mask).item() == pytest.approx(entropy(torch.tensor(2.0)).item(), rel=1e-6)
+    assert (debias_module._masked_entropy(log_mixed, mask).item()
+            == pytest.approx(entropy(torch.tensor(2.0)).item(), rel=1e-6))

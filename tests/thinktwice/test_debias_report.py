@@ -1,4 +1,5 @@
-"""Tests for spurious.thinktwice.debias_report and the Table 1 paper values (small constructed inputs, values worked out by hand)."""
+"""Tests for spurious.thinktwice.debias_report and the Table 1 paper values (small constructed inputs, values worked out
+by hand)."""
 
 from __future__ import annotations
 
@@ -90,7 +91,8 @@ def test_table1_hand_computed(hand: tuple[dict, list[dict]]) -> None:
     assert list(df["metric"]) == ["EM"] * 3 + ["F1"] * 3
     assert "paper" not in " ".join(df.columns) and "biasmodel" not in set(df["method"])
     # absolute scores and differences in columns of their own: no plain runs, so "score" and "Δ vs original"
-    values = ["adv score", "nq score", "average score", "adv Δ vs original", "nq Δ vs original", "average Δ vs original"]
+    values = ["adv score", "nq score", "average score", "adv Δ vs original", "nq Δ vs original",
+              "average Δ vs original"]
     assert [c for c in df.columns if not c.endswith(("q025", "q975"))][5:] == values
     original = row(df, "Original", None)
     assert original["adv score"] == 25.0 and original["nq score"] == 50.0 and original["average score"] == 37.5
@@ -514,7 +516,8 @@ def test_loss_curves_draw_only_the_first_steps(tmp_path: Path, max_step: int | N
     lmix = {
         "run": "bert/lmix/word-dist/seed0", "method": "lmix", "addressed": "word-dist",
         "validation_curves": {"validation": long, "nq": long},
-        "train_losses": [{"step": s, "loss": 1.0, "gate": 1.0, "gate_q10": 0.5, "gate_q90": 1.5} for s in (0, 6_000, 11_000)],
+        "train_losses": [{"step": s, "loss": 1.0, "gate": 1.0, "gate_q10": 0.5, "gate_q90": 1.5}
+                         for s in (0, 6_000, 11_000)],
     }  # fmt: skip
     if max_step == 250:  # a short run: nothing beyond 200 besides the cut-off points
         lmix["validation_curves"] = {"validation": [{"step": s, "loss": 1.0} for s in (0, 200, 400)]}
@@ -563,7 +566,8 @@ def with_control() -> tuple[dict, list[dict]]:
         ("bert/plain/seed0", "nq"): frame(ids, [100, 100, 0, 0]),
         ("bert/lmix/word-dist/seed0", "nq"): frame(ids, [100, 100, 100, 0]),
     }
-    runs = [meta("bert/seed0"), meta("bert/plain/seed0", "plain"), meta("bert/lmix/word-dist/seed0", "lmix", "word-dist")]
+    runs = [meta("bert/seed0"), meta("bert/plain/seed0", "plain"),
+            meta("bert/lmix/word-dist/seed0", "lmix", "word-dist")]
     return predictions, runs
 
 
@@ -609,12 +613,14 @@ def test_methods_and_cross_bias_against_the_matched_control(bias_results: list[d
     results = bias_results + control
     t = dr.methods_bias_table(results).set_index(["heuristic", "method"])
     assert t.loc[("ans-len", "ReSam"), "change"] == -3.0 and t.loc[("ans-len", "ReSam"), "change_vs_original"] == -5.0
-    assert math.isnan(t.loc[("ans-len", "Plain"), "change"]) and t.loc[("ans-len", "Plain"), "change_vs_original"] == -2.0
+    assert (math.isnan(t.loc[("ans-len", "Plain"), "change"])
+            and t.loc[("ans-len", "Plain"), "change_vs_original"] == -2.0)
     assert t.loc[("word-dist", "LMix"), "change"] == -6.0 and t.loc[("word-dist", "LMix"), "change_vs_original"] == -8.0
     m = dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam")
     assert m.attrs["baseline"] == "plain" and "matched control" in m.attrs["caption"]
     assert (m.at["ans-len", "ans-len"], m.at["ans-len", "word-dist"], m.at["ans-len", "cos-sim"]) == (-3.0, 3.0, -1.0)
-    vs_original = dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam", baseline="original")
+    vs_original = dr.cross_bias_matrix(results, dataset="squad", split="validation", method="resam",
+                                       baseline="original")
     assert (vs_original.at["ans-len", "ans-len"], vs_original.at["ans-len", "word-dist"]) == (-5.0, 1.0)
     table = dr.cross_bias_table(results, dataset="squad", split="validation")
     assert list(table["versus"]) == ["Plain"] * 4 + ["Original"] * 4
@@ -643,7 +649,8 @@ def test_runs_table_reports_scales_gate_and_em_ratio() -> None:
     metrics = [
         {"run": "bert/seed0", "dataset": "squad", "split": "validation", "exact_match": 50.0, "f1": 60.0},
         {"run": "bert/plain/seed0", "dataset": "squad", "split": "validation", "exact_match": 40.0, "f1": 50.0},
-        {"run": "bert/lmix/word-dist/seed0", "dataset": "squad", "split": "validation", "exact_match": 30.0, "f1": 41.0},
+        {"run": "bert/lmix/word-dist/seed0", "dataset": "squad", "split": "validation", "exact_match": 30.0,
+         "f1": 41.0},
         {"run": "bert/lmix/word-dist/seed0", "dataset": "nq", "split": "dev", "exact_match": 1.0, "f1": 2.0},
     ]
     df = dr.runs_table(summaries, metrics, id_dataset="squad", id_split="validation")
@@ -660,7 +667,8 @@ def test_quality_floors() -> None:
             {"run": "m/plain/seed0", "method": "Plain", "em_vs_control": math.nan, "gate_final_mean": math.nan},
             {"run": "m/lmix/word-dist/seed0", "method": "LMix", "em_vs_control": 0.61, "gate_final_mean": 2.6},
             {"run": "m/creg/word-dist/seed0", "method": "CReg", "em_vs_control": 0.59, "gate_final_mean": math.nan},
-            {"run": "m/resam/word-dist/seed0", "method": "ReSam", "em_vs_control": math.nan, "gate_final_mean": math.nan},
+            {"run": "m/resam/word-dist/seed0", "method": "ReSam", "em_vs_control": math.nan,
+             "gate_final_mean": math.nan},
         ]
     )
     bias_models = pd.DataFrame([{"run": "m/biasmodel/word-dist/seed0", "f1_gap": 10.0, "f1_unbiased": 20.0}])

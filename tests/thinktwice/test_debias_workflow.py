@@ -35,7 +35,9 @@ def tiny_debias_run(tmp_path_factory):
     cfg["heuristics"]["names"] = ["word-dist", "ans-len"]
     cfg["datasets"]["nq"] = {
         "task": "qa",
-        "splits": {"dev": {"format": "squad_flat_json", "mirror_path": "naturalquestions_isbiased/nq_dev_formatted.json.gz"}},
+        "splits": {
+            "dev": {"format": "squad_flat_json", "mirror_path": "naturalquestions_isbiased/nq_dev_formatted.json.gz"}
+        },
         "subsets": {"tiny": {"from": "dev", "max_examples": 20, "seed": 0}},
     }
     cfg["evaluate"].append({"dataset": "nq", "split": "tiny"})

@@ -1,4 +1,5 @@
-"""Tests of the Think Twice heuristics (``spurious.thinktwice.heuristics``) on real SQuAD dev examples and constructed cases.
+"""Tests of the Think Twice heuristics (``spurious.thinktwice.heuristics``) on real SQuAD dev examples and constructed
+cases.
 
 The hand-checked values below were verified by reading the contexts and counting tokens; the reasoning is in the
 comments.  spaCy is loaded once per module.  The compat test runs the authors' definitions on the 5,397 questions
@@ -234,7 +235,8 @@ def test_subj_pos_later_missing_subject(nlp):
     # Helper: -1 only when no subject is found; 0 without subject; occurrences at/before answer_start count.
     assert measures._subj_pos(ctx, ["Bob", "Carl"], start, compat=False) == -1
     assert measures._subj_pos(ctx, [], start, compat=False) == 0
-    assert measures._subj_pos(ctx, ["Anna"], ctx.index("Anna", 1), compat=False) == 2  # an occurrence at the start counts
+    # an occurrence at the start counts
+    assert measures._subj_pos(ctx, ["Anna"], ctx.index("Anna", 1), compat=False) == 2
     assert measures._subj_pos(ctx, ["Anna"], 0, compat=False) == 1
 
 

