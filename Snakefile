@@ -10,6 +10,11 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from spurious.core import hub
+from spurious.spuriousbench.track import (
+    CATEGORY_WILDCARD,
+    FEATURE_VALUE_WILDCARD,
+    SB_METHOD_WILDCARD,
+)
 from spurious.thinktwice.track import HEURISTIC_WILDCARD, METHOD_WILDCARD, RUN_WILDCARD
 from spurious.workflow.config import validate_config
 from spurious.workflow.slurm import (
@@ -71,9 +76,9 @@ wildcard_constraints:
     scale=r"\d+(\.\d+)?",
     threshold_split=r"[a-z0-9_]+",
     weighting=r"uniform|q",
-    category=r"punctuation|adverb|prefix|noun|determiner|preposition|syntax|overlap",
-    fvalue=r"[a-z0-9_]+",
-    sb_method=r"finetune|balanced|prompt|bitfit",
+    category=CATEGORY_WILDCARD,
+    fvalue=FEATURE_VALUE_WILDCARD,
+    sb_method=SB_METHOD_WILDCARD,
 
 
 include: "rules/common.smk"
