@@ -10,6 +10,7 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from spurious.core import hub
+from spurious.lexical.track import WEIGHTING_WILDCARD
 from spurious.spuriousbench.track import (
     CATEGORY_WILDCARD,
     FEATURE_VALUE_WILDCARD,
@@ -75,7 +76,7 @@ wildcard_constraints:
     method=METHOD_WILDCARD,
     scale=r"\d+(\.\d+)?",
     threshold_split=r"[a-z0-9_]+",
-    weighting=r"uniform|q",
+    weighting=WEIGHTING_WILDCARD,
     category=CATEGORY_WILDCARD,
     fvalue=FEATURE_VALUE_WILDCARD,
     sb_method=SB_METHOD_WILDCARD,
