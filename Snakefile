@@ -10,6 +10,12 @@ from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
 from spurious.core import hub
+from spurious.lexical.track import WEIGHTING_WILDCARD
+from spurious.spuriousbench.track import (
+    CATEGORY_WILDCARD,
+    FEATURE_VALUE_WILDCARD,
+    SB_METHOD_WILDCARD,
+)
 from spurious.thinktwice.track import HEURISTIC_WILDCARD, METHOD_WILDCARD, RUN_WILDCARD
 from spurious.workflow.config import validate_config
 from spurious.workflow.slurm import (
@@ -70,10 +76,10 @@ wildcard_constraints:
     method=METHOD_WILDCARD,
     scale=r"\d+(\.\d+)?",
     threshold_split=r"[a-z0-9_]+",
-    weighting=r"uniform|q",
-    category=r"punctuation|adverb|prefix|noun|determiner|preposition|syntax|overlap",
-    fvalue=r"[a-z0-9_]+",
-    sb_method=r"finetune|balanced|prompt|bitfit",
+    weighting=WEIGHTING_WILDCARD,
+    category=CATEGORY_WILDCARD,
+    fvalue=FEATURE_VALUE_WILDCARD,
+    sb_method=SB_METHOD_WILDCARD,
 
 
 include: "rules/common.smk"

@@ -17,7 +17,7 @@ rule aflite_synthetic:
     benchmark:
         "results/benchmarks/aflite/synthetic_sep{separation}_seed{seed}.tsv"
     wildcard_constraints:
-        separation=r"0\.\d+",
+        separation=SEPARATION_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 1
@@ -155,7 +155,7 @@ rule aflite_filter:
     benchmark:
         "results/benchmarks/aflite/filter_{dataset}{variant}.tsv"
     wildcard_constraints:
-        variant=r"(_[a-z0-9_]+)?",
+        variant=VARIANT_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -209,7 +209,7 @@ rule aflite_variant_training_sets:
     log:
         "results/logs/aflite/training_sets_{dataset}{variant}.log",
     wildcard_constraints:
-        variant=r"_[a-z0-9_]+",
+        variant=FILTERS_VARIANT_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     params:
@@ -235,8 +235,8 @@ rule aflite_train_classifier:
     benchmark:
         "results/benchmarks/aflite/train_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.tsv"
     wildcard_constraints:
-        train_set=AFLITE_TRAIN_SET,
-        inputs="full|partial",
+        train_set=TRAIN_SET_WILDCARD,
+        inputs=INPUTS_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -274,8 +274,8 @@ rule aflite_predict:
     benchmark:
         "results/benchmarks/aflite/predict_{dataset}_{model}_{train_set}_{inputs}_seed{seed}.tsv"
     wildcard_constraints:
-        train_set="full|random|aflite",
-        inputs="full|partial",
+        train_set=OWN_TRAIN_SET_WILDCARD,
+        inputs=INPUTS_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -364,7 +364,7 @@ rule aflite_ood_finetune:
         "results/benchmarks/aflite/ood_finetune_{ood}_{model}_{train_set}_seed{seed}.tsv"
     wildcard_constraints:
         ood=r"[a-z0-9_]+",
-        train_set=AFLITE_TRAIN_SET,
+        train_set=TRAIN_SET_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2
@@ -394,7 +394,7 @@ rule aflite_ood_predict:
         "results/benchmarks/aflite/ood_predict_{ood}_{model}_{train_set}_seed{seed}_{split}.tsv"
     wildcard_constraints:
         ood=r"[a-z0-9_]+",
-        train_set=AFLITE_TRAIN_SET,
+        train_set=TRAIN_SET_WILDCARD,
     conda:
         "../envs/spurious.yaml"
     threads: 2

@@ -1,5 +1,17 @@
 # Helper functions of rules/aflite.smk (input functions, run lists, report targets); the Snakefile includes
-# this file before the rules, and `all` calls its report-target function.
+# this file before the rules, and `all` calls its report-target function. AFLite's names (training sets, inputs,
+# wildcard patterns) are declared once in spurious.aflite.track.
+
+from spurious.aflite.track import (
+    FILTERS_VARIANT_WILDCARD,
+    FULL,
+    INPUTS,
+    INPUTS_WILDCARD,
+    OWN_TRAIN_SET_WILDCARD,
+    SEPARATION_WILDCARD,
+    TRAIN_SET_WILDCARD,
+    VARIANT_WILDCARD,
+)
 
 AFLITE = config.get("aflite")
 
@@ -106,8 +118,8 @@ def aflite_warmup_settings(wildcards):
 # A dataset's filtered sets: its own filter (variant "", results/aflite/text/<dataset>/filter/, the pool and the dev set
 # filtered together, Tables 3-4) and each `filters.<name>` entry (variant "_<name>", .../filter_<name>/: the pool
 # filtered alone with the filter's settings overridden, e.g. App. A.5's n = 182K for the out-of-distribution models).
-# Their D_rand and D(AFLite) are the train sets random_<name> and aflite_<name>; D (full) is the dataset's own.
-AFLITE_TRAIN_SET = r"full|(?:random|aflite)(?:_[a-z0-9_]+)?"
+# Their D_rand and D(AFLite) are the train sets random_<name> and aflite_<name>; D (full) is the dataset's own
+# (spurious.aflite.track.TRAIN_SET_WILDCARD).
 
 
 def aflite_filter_settings(dataset, variant=""):
@@ -133,7 +145,7 @@ def aflite_filter_inputs(wildcards):
 def aflite_train_set_id(train_set, variant):
     """A model's train set on a filtered set: D (full) is the same for every filter; D_rand and D(AFLite) of a
     filters.<variant> set are <train_set>_<variant>."""
-    return train_set if train_set == "full" or not variant else f"{train_set}_{variant}"
+    return train_set if train_set == FULL or not variant else f"{train_set}_{variant}"
 
 
 def aflite_embed_inputs(wildcards):
@@ -162,7 +174,7 @@ def aflite_text_runs():
     """'<dataset>/<model>/<train_set>/<inputs>/seed<seed>' for every classifier of the text experiments."""
     runs = []
     for dataset, spec in AFLITE_TEXT["datasets"].items():
-        inputs = ["full"] + (["partial"] if spec["partial_input"] else [])
+        inputs = INPUTS if spec["partial_input"] else INPUTS[:1]
         for model, m in AFLITE_TEXT["models"].items():
             for train_set in m["train_sets"]:
                 for kind in inputs:

@@ -11,6 +11,7 @@ from snakemake.io import is_flagged
 
 from spurious.core import hub
 from spurious.core.config import RuleSettings, canonical, result_settings, unordered
+from spurious.core.prediction_settings import CLASSIFIER_PREDICTION_KEYS
 
 
 def split_file(dataset, split):
@@ -174,17 +175,6 @@ def rule_result_settings(settings_of):
 def prediction_settings(settings, keys):
     """The subset of a model's training settings that its predictions read."""
     return {k: settings[k] for k in keys}
-
-
-CLASSIFIER_PREDICTION_KEYS = (
-    "eval_batch_size",
-    "max_length",
-    "device",
-    "bf16",
-    "pad_to_multiple_of",
-    "attention",
-    "compile",
-)
 
 
 # One threshold search (rules bias, human_bias, bias_fixed_threshold): seconds of one core on a few thousand rows

@@ -6,6 +6,7 @@ import torch
 
 from spurious.aflite import ood as aflite_ood
 from spurious.core import classification, classifier, io, provenance
+from spurious.core.prediction_settings import classifier_prediction_arguments
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -16,9 +17,7 @@ torch.set_num_threads(snakemake.threads)
 w, s, inp = snakemake.wildcards, snakemake.params.settings, snakemake.input
 frame = classification.read_parquet(inp.data)
 predictions = classifier.predict_classifier(
-    inp.model, frame, batch_size=s["eval_batch_size"], max_length=s["max_length"], device=s["device"], bf16=s["bf16"],
-    pad_to_multiple_of=s["pad_to_multiple_of"], attention=s["attention"], compile=s["compile"],
-    log=log.info, check_labels=False,
+    inp.model, frame, **classifier_prediction_arguments(s), log=log.info, check_labels=False
 )
 table, counts = aflite_ood.score_predictions(predictions, frame, source=inp.data, **snakemake.params.scoring)
 io.write_parquet(table, snakemake.output.predictions)

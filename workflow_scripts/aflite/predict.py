@@ -6,6 +6,7 @@ import torch
 
 from spurious.aflite import text as aflite_text
 from spurious.core import classification, classifier, io, provenance
+from spurious.core.prediction_settings import classifier_prediction_arguments
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -17,10 +18,7 @@ w, s, inp = snakemake.wildcards, snakemake.params.settings, snakemake.input
 dev = classification.read_parquet(inp.dev)
 if snakemake.params.partial_input:
     dev = aflite_text.partial_input(dev, snakemake.params.partial_input)
-predictions = classifier.predict_classifier(
-    inp.model, dev, batch_size=s["eval_batch_size"], max_length=s["max_length"], device=s["device"], bf16=s["bf16"],
-    pad_to_multiple_of=s["pad_to_multiple_of"], attention=s["attention"], compile=s["compile"], log=log.info,
-)
+predictions = classifier.predict_classifier(inp.model, dev, **classifier_prediction_arguments(s), log=log.info)
 io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})
 kept_ids = set(classification.read_parquet(inp.dev_filtered)["id"])
 on_filtered = predictions["id"].isin(kept_ids)

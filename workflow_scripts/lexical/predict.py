@@ -5,6 +5,7 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.core import classification, classifier, io, provenance
+from spurious.core.prediction_settings import classifier_prediction_arguments
 from spurious.lexical import bilstm
 from spurious.workflow import runlog
 
@@ -22,13 +23,7 @@ else:
     predictions = classifier.predict_classifier(
         snakemake.input.model,
         test,
-        batch_size=s["eval_batch_size"],
-        max_length=s["max_length"],
-        device=s["device"],
-        bf16=s["bf16"],
-        pad_to_multiple_of=s["pad_to_multiple_of"],
-        attention=s["attention"],
-        compile=s["compile"],
+        **classifier_prediction_arguments(s),
         log=log.info,
     )
 io.write_parquet(predictions, snakemake.output.predictions, metadata={"label_names": predictions.attrs["label_names"]})

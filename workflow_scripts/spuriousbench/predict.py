@@ -6,6 +6,7 @@ import pandas as pd
 import torch
 
 from spurious.core import classifier, io, provenance
+from spurious.core.prediction_settings import classifier_prediction_arguments
 from spurious.spuriousbench import construction as sb
 from spurious.workflow import runlog
 
@@ -24,13 +25,7 @@ both.attrs["label_names"] = frames["test"].attrs["label_names"]
 predicted = classifier.predict_classifier(
     snakemake.input.model,
     both,
-    batch_size=s["eval_batch_size"],
-    max_length=s["max_length"],
-    device=s["device"],
-    bf16=s["bf16"],
-    pad_to_multiple_of=s["pad_to_multiple_of"],
-    attention=s["attention"],
-    compile=s["compile"],
+    **classifier_prediction_arguments(s),
     log=log.info,
 )
 n_test = len(frames["test"])

@@ -28,6 +28,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from spurious.aflite.track import INPUTS, TRAIN_SETS
 from spurious.core.figures import figure_function, save_figure
 
 # Table 3 (SNLI): dev accuracy (%) for D, D_92k and D(φ_RoBERTa). The paper's "-HypOnly" rows are our partial inputs.
@@ -58,8 +59,6 @@ PAPER_TABLE4: dict[tuple[str, str], tuple[float, float]] = {
     ("MultiNLI", "RoBERTa-PartialInput"): (60.3, 44.4),
 }
 PAPER_SUFFIX = " (paper)"
-TRAIN_SETS: tuple[str, ...] = ("full", "random", "aflite")
-INPUTS: tuple[str, ...] = ("full", "partial")
 PARTIAL_SUFFIX = "-PartialInput"
 SIZE_LABEL = "Training set size"
 # text_table: (column, train set, metrics key). The AFLite model is scored on the filtered dev set, as in the paper.

@@ -23,9 +23,10 @@ import numpy as np
 import pandas as pd
 
 from spurious.aflite import filtering as aflite
+from spurious.aflite.track import TRAIN_SETS
 from spurious.core import classification, data
 
-TRAINING_SETS = ("full", "random", "aflite")
+TRAINING_SETS = TRAIN_SETS
 PARTS = ("pool", "dev")
 
 

@@ -45,6 +45,7 @@ import pandas as pd
 from spurious.core import figures
 from spurious.core.figures import figure_function, save_figure
 from spurious.spuriousbench.construction import CATEGORIES, FEATURES, KINDS
+from spurious.spuriousbench.track import METHODS  # §4-§5, in the tables' order
 
 __all__ = [
     "CATEGORY_TABLE_COLUMNS",
@@ -68,8 +69,6 @@ __all__ = [
     "summary_lines",
 ]
 
-METHODS: tuple[str, ...] = ("finetune", "balanced", "prompt", "bitfit", "icl")
-"""§4: standard finetuning, data balancing (Idrissi et al.) and prompt-based finetuning, in the tables' order."""
 DIGITS = 1
 """Decimals of the percentages in the Markdown tables."""
 ICL_CAPTION = (

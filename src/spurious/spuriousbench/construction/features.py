@@ -6,6 +6,8 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from spurious.spuriousbench.track import CATEGORIES  # declared once for the workflow too
+
 PAPER_TARGET_LABEL: int = 1
 """§2.2 / §3: the target feature is ``y = 1`` (SST-2 positive, MNLI entailment); App. D also uses the other label."""
 PAPER_PREVALENCE: float = 0.2
@@ -15,16 +17,6 @@ PAPER_STRENGTH: float = 0.9
 PAPER_SIZES: dict[str, dict[str, int]] = {"sst2": {"train": 3000, "dev": 400}, "mnli": {"train": 10000, "dev": 1000}}
 """§3: train / dev sizes; test sizes vary (App. E)."""
 
-CATEGORIES: tuple[str, ...] = (
-    "punctuation",
-    "adverb",
-    "prefix",
-    "noun",
-    "determiner",
-    "preposition",
-    "syntax",
-    "overlap",
-)
 KINDS: tuple[str, ...] = ("insertion", "resampling")
 GROUPS: tuple[str, ...] = ("supporting", "counter", "without")
 
