@@ -139,7 +139,7 @@ rule train_debiased:
         settings=rule_settings(lambda w: method_settings(w, w.method)),
         result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
         method_config=lambda w: canonical(
-            {k: v for k, v in DEBIAS[w.method].items() if k != "training"}
+            {k: v for k, v in DEBIAS.get(w.method, {}).items() if k != "training"}
         ),
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
         scale=None,
@@ -181,7 +181,7 @@ rule scale_search_train:
         settings=rule_settings(lambda w: method_settings(w, w.method)),
         result_settings=rule_result_settings(lambda w: method_settings(w, w.method)),
         method_config=lambda w: canonical(
-            {k: v for k, v in DEBIAS[w.method].items() if k != "training"}
+            {k: v for k, v in DEBIAS.get(w.method, {}).items() if k != "training"}
         ),
         mask_non_context=DEBIAS["mask_non_context"] if DEBIAS else None,
         scale=lambda w: float(w.scale),

@@ -9,6 +9,7 @@ from spurious.thinktwice.track import (
     CONTROL,
     DEBIAS_METHODS,
     HUMAN_ANNOTATORS,
+    METHOD_OF,
     MODEL_RUN,
     QA_LOGIT_KEYS,
     QA_PREDICTION_KEYS,
@@ -400,8 +401,8 @@ def feature_logits_file(run):
 
 
 def debiased_inputs(wildcards):
-    """What each method trains on: resampled segments (ReSam), or the training split (plain) with bias logits (LMix)
-    and teacher logits (CReg); the chosen scale where a scale search covers the method.
+    """What each method trains on: the training split (plain), or what its entry in the track's METHODS reads
+    (segments, training split, bias and teacher logits); the chosen scale where a scale search covers the method.
     """
     ref = debias_train_ref()
     files = debias_validation(wildcards)
@@ -411,15 +412,17 @@ def debiased_inputs(wildcards):
         return files
     if method in searched_methods():
         files["scale_choice"] = scale_choice_file(method)
-    if method == "resam":
+    reads = METHOD_OF[method].reads
+    if "segments" in reads:
         segs = debias_segments(ref["split"], wildcards.heuristic)
         files.update(train_biased=segs["biased"], train_unbiased=segs["unbiased"])
-        return files
-    files["train"] = split_file(ref["dataset"], ref["split"])
-    files["bias_logits"] = feature_logits_file(
-        f"{DEBIAS['model']}/{BIAS_MODEL}/{wildcards.heuristic}/seed{DEBIAS['original_seed']}"
-    )
-    if wildcards.method == "creg":
+    if "train" in reads:
+        files["train"] = split_file(ref["dataset"], ref["split"])
+    if "bias_logits" in reads:
+        files["bias_logits"] = feature_logits_file(
+            f"{DEBIAS['model']}/{BIAS_MODEL}/{wildcards.heuristic}/seed{DEBIAS['original_seed']}"
+        )
+    if "teacher_logits" in reads:
         files["teacher_logits"] = feature_logits_file(
             f"{DEBIAS['model']}/seed{DEBIAS['original_seed']}"
         )

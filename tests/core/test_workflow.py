@@ -9,9 +9,11 @@ import hashlib
 import json
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
+import textwrap
 import time
 from html.parser import HTMLParser
 from pathlib import Path
@@ -21,6 +23,7 @@ import pytest
 import yaml
 
 from spurious.core import hub, provenance
+from spurious.thinktwice.heuristics import HEURISTICS
 from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
@@ -409,6 +412,64 @@ def test_changing_a_heuristic_parameter_reruns_heuristics_and_bias_but_not_train
     assert counts.get("heuristics") == 1 and counts.get("bias") == 28 and counts.get("report_tables") == 1
     assert counts.get("human_bias") == 7
     assert "train" not in counts and "predict" not in counts and "download" not in counts
+
+
+def workflow_copy(tmp: Path) -> Path:
+    """The workflow's files (Snakefile, rules, adapters, schema, package) copied to ``tmp``, to run an edited copy."""
+    for name in ("Snakefile", "rules", "workflow_scripts", "schemas", "envs", "report", "src/spurious"):
+        source, target = REPO / name, tmp / name
+        if source.is_dir():
+            shutil.copytree(source, target, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return tmp
+
+
+def insert_before(path: Path, marker: str, text: str) -> None:
+    source = path.read_text()
+    assert source.count(marker) == 1, f"{path}: {marker!r} is not where the edit expects it"
+    path.write_text(source.replace(marker, text + marker))
+
+
+def test_a_heuristic_added_by_one_catalog_entry_runs_through_the_workflow(tiny_run, tmp_path):
+    """docs/ARCHITECTURE.md's recipe: a value function and one entry in the heuristics catalog; no other file edited
+    (the Snakefile's wildcard, the schema's lists and the annotation job read the catalog)."""
+    work, cfg = tiny_run
+    code = workflow_copy(tmp_path / "code")
+    catalog = code / "src/spurious/thinktwice/heuristics/catalog.py"
+    insert_before(catalog, "HEURISTIC_SPECS: tuple[Heuristic, ...] = (", textwrap.dedent('''\
+        def _question_words_values(q: Questions, variant: str | None) -> list[float]:
+            return [float(len(question.split())) for question in q.questions]
+
+
+        '''))
+    insert_before(catalog, ")\n\"\"\"All heuristics, in the paper's order.\"\"\"",
+                  '    Heuristic("question-words", "question_words", _question_words_values),\n')
+    copied = tmp_path / "work"
+    shutil.copytree(work, copied, symlinks=True)
+    config = yaml.safe_load(cfg.read_text())
+    config["heuristics"]["names"] = [*HEURISTICS, "question-words"]
+    config_file = tmp_path / "toy.yaml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    target = "results/bias/minilm/seed0/squad/validation/question-words.json"
+    env = dict(_env(), PYTHONPATH=str(code / "src"))
+    cmd = [*SNAKEMAKE, "-s", str(code / "Snakefile"), "--directory", str(copied), "--cores", WORKFLOW_CORES, target,
+           "--configfile", str(config_file)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert job_counts(proc.stderr) == {"heuristics": 1, "bias": 1}, proc.stderr[-3000:]
+
+    before = pd.read_parquet(work / "results/heuristics/squad/validation.parquet")
+    after = pd.read_parquet(copied / "results/heuristics/squad/validation.parquet")
+    assert list(after.columns) == [*before.columns, "question-words"]
+    pd.testing.assert_frame_equal(after[before.columns], before)  # the seven others untouched
+    frame = pd.read_parquet(copied / "results/data/squad/derived_s0/validation.parquet")
+    expected = frame.set_index("id")["question"].str.split().str.len().astype(float)
+    assert after.set_index("id")["question-words"].equals(expected.loc[after["id"]].rename("question-words"))
+    bias = json.loads((copied / target).read_text())
+    assert bias["heuristic"] == "question-words" and bias["run"] == "minilm/seed0"
+    assert bias["n_evaluated"] + bias["n_dropped_negative"] == len(after)
 
 
 def _planned_with(work, cfg, name, edit) -> dict[str, int]:

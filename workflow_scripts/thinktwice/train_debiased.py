@@ -1,15 +1,16 @@
 """Adapter: a model trained for the debiasing experiments: the matched control (plain), or a model debiased for one
-heuristic by ReSam, LearnedMixin+H or Confidence Regularization, at its configured scale, the scale search's choice
-or a search candidate's grid value. Checkpoints are removed only after success."""
+heuristic by a method of ``spurious.thinktwice.track.METHODS`` (its training data and objective from its entry), at its
+configured scale, the scale search's choice or a search candidate's grid value. Checkpoints are removed only after
+success."""
 
+import functools
 import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, launch, logits, provenance, qa
+from spurious.core import data, io, launch, provenance, qa
 from spurious.core.io import file_sha256
-from spurious.core.models import load_config
-from spurious.thinktwice import debias
+from spurious.thinktwice import track
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -36,46 +37,18 @@ if "scale" in options:
     log.info("%s scale %s (%s)", method, options["scale"], scale_source)
 validation = data.read_qa_parquet(inp.validation)
 curves = data.validation_curves(inp)
+spec = track.METHOD_OF.get(method)  # None for the matched control
+method_run = track.MethodRun(inputs=inp, options=options, seed=settings["seed"], checkpoint=params.checkpoint,
+                             mask_non_context=params.mask_non_context)
 extra = {}
-objective_factory = None
-if method == "resam":
-    train, extra["resampling"] = debias.resample_segments(
-        data.read_qa_parquet(inp.train_biased),
-        data.read_qa_parquet(inp.train_unbiased),
-        policy=options["policy"],
-        ratio=options["ratio"],
-        seed=settings["seed"],
-    )
-    log.info("ReSam: %s", extra["resampling"])
+if spec is not None and spec.training_data is not None:
+    train, extra = spec.training_data(method_run)
+    log.info("%s training data: %s", method, extra)
 else:
     train = data.read_qa_parquet(inp.train)
-if method in ("lmix", "creg"):
-    hidden_size = load_config(params.checkpoint).hidden_size
-
-    def objective_factory(features):
-        """Bias (and teacher) logits of exactly these training windows; a mismatch fails loudly. train_qa records
-        the configured checkpoint name, max_length and stride on the features, so they make the fingerprint."""
-        fingerprint = logits.features_fingerprint(features)
-        bias_logits = logits.load_feature_logits(inp.bias_logits, fingerprint)
-        if method == "lmix":
-            return debias.LearnedMixinObjective(
-                bias_logits,
-                hidden_size=hidden_size,
-                entropy_weight=options["entropy_weight"],
-                scale=options["scale"],
-                compat=options["compat"],
-                mask_non_context=params.mask_non_context,
-                entropy_on=options["entropy_on"],
-                gate_input=options["gate_input"],
-            )
-        return debias.ConfidenceRegularizationObjective(
-            bias_logits,
-            logits.load_feature_logits(inp.teacher_logits, fingerprint),
-            scale=options["scale"],
-            compat=options["compat"],
-            mask_non_context=params.mask_non_context,
-        )
-
+objective_factory = None
+if spec is not None and spec.objective is not None:
+    objective_factory = functools.partial(spec.objective, method_run)
 
 # The checkpoint folder is keyed by the settings; the logits' content goes into the run's fingerprint too, so a
 # checkpoint trained against an older bias model's logits is never resumed against new ones.
@@ -102,8 +75,8 @@ if params.scale is not None:  # a search candidate, not the run of that name
 summary.update(model=w.model, run=run, method=method, addressed=heuristic, options=options, **extra)
 if "scale" in options:
     summary.update(scale=options["scale"], scale_source=scale_source)
-if method == "lmix":
-    summary["gate"] = debias.gate_summary(summary["train_losses"])
+if spec is not None and spec.summary is not None:
+    summary.update(spec.summary(summary))
 io.write_json(summary, snakemake.output.summary)
 shutil.rmtree(checkpoint_dir, ignore_errors=True)
 provenance.write_job(snakemake)  # what produced it, beside the first output

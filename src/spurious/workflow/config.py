@@ -125,7 +125,7 @@ def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
     settings, then ``debias.training``, then ``debias.<stage>.training`` (plain, the matched control, has none)."""
     debias = cfg["debias"]
     base = dict(cfg["models"][debias["model"]]["training"])
-    return {**base, **debias.get("training", {}), **debias[stage].get("training", {})}
+    return {**base, **debias.get("training", {}), **debias.get(stage, {}).get("training", {})}
 
 
 def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
@@ -158,8 +158,8 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
     base = cfg["models"][model]["training"]
     if "plain" in debias["methods"]:
         # the control matches the methods only if they train with the same settings (debias.training is shared)
-        for stage in ("resam", "lmix", "creg"):
-            own = debias[stage].get("training") or {}
+        for stage in track.DEBIAS_METHODS:
+            own = debias.get(stage, {}).get("training") or {}
             if stage in debias["methods"] and own:
                 problems.append(
                     f"config key 'debias.{stage}.training': {sorted(own)} would make the plain control differ from "
@@ -176,7 +176,7 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
         absent = [m for m in search["methods"] if m not in debias["methods"]]
         if absent:
             problems.append(f"config key 'debias.scale_search.methods': {absent} are not in debias.methods")
-    for stage in ("plain", "resam", "lmix", "creg", "bias_model"):
+    for stage in track.STAGE_OF_METHOD.values():
         merged = method_training(cfg, stage)
         for key in ("max_length", "stride"):
             if merged[key] != base[key]:

@@ -9,18 +9,12 @@ from typing import Any
 
 import numpy as np
 
-from spurious.thinktwice import paper_values
+from spurious.thinktwice import paper_values, track
 
 ORIGINAL = "original"
-CONTROL = "plain"
-DEBIASING_METHODS: tuple[str, ...] = ("resam", "lmix", "creg")
-METHOD_LABELS: dict[str, str] = {
-    "original": "Original",
-    "plain": "Plain",
-    "resam": "ReSam",
-    "lmix": "LMix",
-    "creg": "CReg",
-}
+CONTROL = track.CONTROL
+DEBIASING_METHODS: tuple[str, ...] = track.DEBIAS_METHODS
+METHOD_LABELS: dict[str, str] = {ORIGINAL: "Original", CONTROL: "Plain", **{m.name: m.label for m in track.METHODS}}
 #: Table 1's column suffixes, so that no cell can be read as the other kind: absolute scores (the Original and Plain
 #: rows) under ``"<dataset> score"``, differences in points under ``"<dataset> Δ vs plain"`` (each debiased model minus
 #: its matched plain control) and ``"<dataset> Δ vs original"`` (minus the original model; the Plain row too).
