@@ -34,6 +34,8 @@ for part in ("pool", "dev"):
         raise ValueError(f"{part}: the representations hold non-finite values; check the encoder or the features file")
     with io.atomic_path(snakemake.output[part]) as tmp:
         np.save(tmp, values.astype(np.float32))
-    summary[part] = {"n": len(frame), "dim": int(values.shape[1]), "ids_sha256": logits.ids_sha256(frame["id"].astype(str).tolist())}
+    summary[part] = {
+        "n": len(frame), "dim": int(values.shape[1]), "ids_sha256": logits.ids_sha256(frame["id"].astype(str).tolist())
+    }
 io.write_json(summary, snakemake.output.summary)
 provenance.write_job(snakemake, checkpoint=rep.get("checkpoint") if rep["source"] == "pretrained" else None)

@@ -61,11 +61,16 @@ io.write_json(
         "n_iterations": len(result.iterations),
         "stopped": result.stopped,
         "label_counts_kept": {
-            part: table[(table["part"] == part) & (table["removed_at"] < 0)]["label"].value_counts().sort_index().to_dict()
+            part: table[(table["part"] == part) & (table["removed_at"] < 0)]["label"]
+            .value_counts()
+            .sort_index()
+            .to_dict()
             for part in ("pool", "dev")
         },
     },
     snakemake.output.summary,
 )
-log.info("kept %d of %d pool and %d of %d dev examples (%s)", kept["pool"], len(pool), kept["dev"], len(dev), result.stopped)
+log.info(
+    "kept %d of %d pool and %d of %d dev examples (%s)", kept["pool"], len(pool), kept["dev"], len(dev), result.stopped
+)
 shutil.rmtree(p.state_dir, ignore_errors=True)

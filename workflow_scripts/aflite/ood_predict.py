@@ -22,7 +22,9 @@ predictions = classifier.predict_classifier(
 table, counts = aflite_ood.score_predictions(predictions, frame, source=inp.data, **snakemake.params.scoring)
 io.write_parquet(table, snakemake.output.predictions)
 for group, cell in counts.items():
-    log.info("%s: %d of %d correct (%.2f %%)", group, cell["correct"], cell["n"], 100.0 * cell["correct"] / max(cell["n"], 1))
+    log.info(
+        "%s: %d of %d correct (%.2f %%)", group, cell["correct"], cell["n"], 100.0 * cell["correct"] / max(cell["n"], 1)
+    )
 metrics = {
     "ood": w.ood,
     "split": w.split,

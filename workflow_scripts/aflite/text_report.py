@@ -15,7 +15,9 @@ out = snakemake.output
 files = dict(snakemake.input.items())  # named inputs: metrics__<run>, iterations__<dataset>, filter__<dataset>
 metrics = [io.read_json(path) for key, path in files.items() if key.startswith("metrics__")]
 iterations = {
-    key.removeprefix("iterations__"): readers.read_csv(path) for key, path in files.items() if key.startswith("iterations__")
+    key.removeprefix("iterations__"): readers.read_csv(path)
+    for key, path in files.items()
+    if key.startswith("iterations__")
 }
 stopped = {}
 for key, path in files.items():

@@ -32,7 +32,8 @@ if snakemake.params.task == "classification":
     for name, part in zip(("train", "validation"), parts, strict=True):
         meta = {"derived_from": str(snakemake.input.source), **how, "seed": seed,
                 "validation_fraction": fraction, "n_examples": len(part)}
-        log.info("%s: %d examples, label counts %s", name, len(part), part["label"].value_counts().sort_index().to_dict())
+        log.info("%s: %d examples, label counts %s", name, len(part),
+                 part["label"].value_counts().sort_index().to_dict())
         classification.write_parquet(part, snakemake.output[name], metadata=meta)
 else:
     frame = data.read_qa_parquet(snakemake.input.source)

@@ -35,13 +35,15 @@ try:
 except (data.DataValidationError, errors.InputError, FileNotFoundError) as exc:
     # the same one-line errors as the command line's, naming the file, the record and the fix
     runlog.fail(log, f"{where}: {exc}")
-log.info("%s: %d records kept, %d dropped, %d unlabeled", source, len(frame), summary["n_dropped"], summary.get("n_unlabeled", 0))
+log.info("%s: %d records kept, %d dropped, %d unlabeled", source, len(frame), summary["n_dropped"],
+         summary.get("n_unlabeled", 0))
 log.info("source: %s at %s", record.repo_id or record.local_path, record.revision or f"sha256 {record.sha256}")
 meta = {"source": source, "validation": summary}
 if frame.attrs.get("rare_labels"):
     meta["rare_labels"] = frame.attrs["rare_labels"]  # inferred labels in < 1 % of rows (warned about above)
 if task == "classification":
-    log.info("label names %s; label counts %s", frame.attrs["label_names"], frame["label"].value_counts().sort_index().to_dict())
+    log.info("label names %s; label counts %s", frame.attrs["label_names"],
+             frame["label"].value_counts().sort_index().to_dict())
     classification.write_parquet(frame, snakemake.output[0], metadata=meta)
 else:
     data.write_qa_parquet(frame, snakemake.output[0], metadata=meta)

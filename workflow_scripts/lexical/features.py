@@ -17,7 +17,10 @@ matrix, vocabulary = lexical.feature_matrix(train["text_a"], train["text_b"], co
 table = lexical.zscore_table(matrix, vocabulary, train["label"].to_numpy(), len(names), names)
 stop = lexical.feature_stop_words() if p.stop_words == "nltk" else frozenset()
 top = lexical.top_features(table, k=p.top_k, stop_words=stop)
-log.info("%d instances, %d types (%s counts); top %d per label, %d stop words excluded", len(train), len(vocabulary), p.counting, p.top_k, len(stop))
+log.info(
+    "%d instances, %d types (%s counts); top %d per label, %d stop words excluded",
+    len(train), len(vocabulary), p.counting, p.top_k, len(stop),
+)
 for label, group in top.groupby("label", sort=False):
     log.info("%s: %s", label, ", ".join(group["feature"].head(15)))
 io.write_parquet(table, snakemake.output.zscores, metadata={"counting": p.counting, "label_names": names})

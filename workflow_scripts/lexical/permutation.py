@@ -19,10 +19,14 @@ labels = test["label"].to_numpy()
 correct = lexical.correct_predictions(
     predictions, test["id"].astype(str).tolist(), labels, test.attrs["label_names"], source=snakemake.input.predictions
 )
-result = lexical.model_bias_test(table, top, test["text_a"], test["text_b"], labels, correct, counting=snakemake.params.counting)
+result = lexical.model_bias_test(
+    table, top, test["text_a"], test["text_b"], labels, correct, counting=snakemake.params.counting
+)
 log.info(
     "|U| %d ACC(U) %.4f, |N| %d ACC(N) %.4f, log10 p %.3f (%d of %d features in the test split)",
     result["n_usual"], result["acc_usual"], result["n_unusual"], result["acc_unusual"], result["log10_p"],
     result["n_features_present"], result["n_features_selected"],
 )
-io.write_json(dict(result, dataset=w.dataset, model=w.model, weighting=w.weighting, seed=int(w.seed)), snakemake.output[0])
+io.write_json(
+    dict(result, dataset=w.dataset, model=w.model, weighting=w.weighting, seed=int(w.seed)), snakemake.output[0]
+)

@@ -25,22 +25,34 @@ matrix, vocabulary = lexical.feature_matrix(
 )
 selection = reweight.select_features(matrix, labels, len(names), vocabulary, min_count=settings["min_count"], unit=unit)
 if selection.dropped_missing_label:
-    log.info("dropped %d features that lack some label: %s", len(selection.dropped_missing_label), ", ".join(selection.dropped_missing_label))
+    log.info(
+        "dropped %d features that lack some label: %s",
+        len(selection.dropped_missing_label), ", ".join(selection.dropped_missing_label),
+    )
 if len(selection.columns) == 0:
     raise ValueError(
         f"{snakemake.input.train}: no type has {settings['min_count']} {unit} and an instance of every label; lower "
         "lexical.reweight.min_count"
     )
 features = matrix[:, selection.columns]
-log.info("%d instances, %d labels, %d features (types with >= %d %s)", len(train), len(names), features.shape[1], settings["min_count"], unit)
+log.info(
+    "%d instances, %d labels, %d features (types with >= %d %s)",
+    len(train), len(names), features.shape[1], settings["min_count"], unit,
+)
 result = reweight.solve_weights(
     features, labels, len(names), max_steps=settings["max_steps"], tol=settings["tol"],
     min_ess_fraction=settings["min_ess_fraction"], device=settings["device"], log=log.info,
 )
 # Err under both targets (1/|Y|, the formula; the label distribution, the tables' captions): the report picks one
-errs = {"uniform": reweight.err_both(features, labels, len(names)), "q": reweight.err_both(features, labels, len(names), weights=result.q)}
+errs = {
+    "uniform": reweight.err_both(features, labels, len(names)),
+    "q": reweight.err_both(features, labels, len(names), weights=result.q),
+}
 err_uniform, err_q = errs["uniform"]["uniform"], errs["q"]["uniform"]
-log.info("Err(uniform) %.4f -> Err(q) %.4f, effective sample size %.1f of %d (%s; %s)", err_uniform, err_q, result.ess, len(train), result.selection, result.stopped)
+log.info(
+    "Err(uniform) %.4f -> Err(q) %.4f, effective sample size %.1f of %d (%s; %s)",
+    err_uniform, err_q, result.ess, len(train), result.selection, result.stopped,
+)
 final = result.history[-1]
 n = len(train)
 io.write_parquet(
@@ -60,7 +72,9 @@ io.write_json(
         "dropped_missing_label": selection.dropped_missing_label,
         "err_uniform": err_uniform,
         "err_q": err_q,
-        "err_vs_label_distribution": {"uniform": errs["uniform"]["label_distribution"], "q": errs["q"]["label_distribution"]},
+        "err_vs_label_distribution": {
+            "uniform": errs["uniform"]["label_distribution"], "q": errs["q"]["label_distribution"]
+        },
         "effective_sample_size": result.ess,
         "min_effective_sample_size": result.min_ess,
         "chosen_step": result.chosen_step,
@@ -68,7 +82,10 @@ io.write_json(
         "stopped": result.stopped,
         "converged": result.converged,
         "steps": result.steps,
-        "final_iterate": {"step": final["step"], "err": final["err"], "effective_sample_size": final["ess"], "objective": final["objective"]},
+        "final_iterate": {
+            "step": final["step"], "err": final["err"], "effective_sample_size": final["ess"],
+            "objective": final["objective"],
+        },
         "wall_time_s": result.wall_time_s,
         "device": result.device,
         "final_objective": final["objective"],

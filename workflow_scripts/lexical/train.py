@@ -20,7 +20,9 @@ if w.weighting == "q":
     weights = reweight.read_weights(snakemake.input.weights, train["id"]) * len(train)
 if snakemake.params.init == "bilstm":  # the paper's no-pretraining control: CBOW + BiLSTM on this data only
     settings = dict(snakemake.params.settings, threads=snakemake.threads)
-    summary = bilstm.train_bilstm(train, output_dir=snakemake.output.model, settings=settings, weights=weights, log=log.info)
+    summary = bilstm.train_bilstm(
+        train, output_dir=snakemake.output.model, settings=settings, weights=weights, log=log.info
+    )
     summary["init"] = "bilstm"
 else:
     summary = classifier.train_classifier(
@@ -28,7 +30,9 @@ else:
         model_name_or_path=snakemake.params.checkpoint,
         output_dir=snakemake.output.model,
         checkpoint_dir=snakemake.params.checkpoint_dir,
-        settings=launch.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources),
+        settings=launch.job_settings(
+            snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources
+        ),
         weights=weights,
         init=snakemake.params.init,
         log=log.info,

@@ -51,7 +51,9 @@ metrics = {
     "dev_accuracy": float(dev_correct.mean()),
     "n_dev": len(dev_correct),
     # a model that predicts one label everywhere has a gap of ±1 (or 0) that says nothing about the feature
-    "predicted_target_rate": float((test["prediction"] == frames["test"].attrs["spuriousbench"]["target_label"]).mean()),
+    "predicted_target_rate": float(
+        (test["prediction"] == frames["test"].attrs["spuriousbench"]["target_label"]).mean()
+    ),
     "constant_prediction": bool(test["prediction"].nunique() == 1),
 }
 if metrics["constant_prediction"]:

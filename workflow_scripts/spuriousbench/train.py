@@ -23,7 +23,9 @@ if w.sb_method == "balanced":
 spec = None
 if snakemake.params.prompt is not None:
     p = snakemake.params.prompt
-    spec = prompt.PAPER_PROMPTS[p["paper"]] if "paper" in p else prompt.PromptSpec(p["template"], tuple(p["label_words"]))
+    spec = (
+        prompt.PAPER_PROMPTS[p["paper"]] if "paper" in p else prompt.PromptSpec(p["template"], tuple(p["label_words"]))
+    )
     log.info("prompt-based fine-tuning: template %r, label words %s", spec.template, spec.label_words)
 summary = classifier.train_classifier(
     train,

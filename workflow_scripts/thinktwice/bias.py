@@ -29,10 +29,13 @@ run = snakemake.params.run
 if run["model"] == "human":
     identity = {"model": "Human", "annotator": run["annotator"]}
 else:
-    identity = {"model": run["model"], "model_seed": run["seed"], "method": run["method"], "addressed": run["addressed"]}
+    identity = {
+        "model": run["model"], "model_seed": run["seed"], "method": run["method"], "addressed": run["addressed"]
+    }
 result = {**identity, "run": w.run, "dataset": w.dataset, "split": w.split, **result}
 log.info(
     "%s: found %s, threshold %s, prediction bias %.2f%s", w.heuristic, result["found"], result["threshold"],
-    result["prediction_bias"], "" if result["found"] else f" (no threshold: {bias.NOT_FOUND_REASONS[result['reason']]})",
+    result["prediction_bias"],
+    "" if result["found"] else f" (no threshold: {bias.NOT_FOUND_REASONS[result['reason']]})",
 )
 io.write_json(result, snakemake.output[0])

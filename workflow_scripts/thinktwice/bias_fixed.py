@@ -48,5 +48,8 @@ else:
         allow_too_few_rows=snakemake.params.allow_too_few_rows,
     )
     result = {**meta, **result}
-    log.info("%s at %s's threshold %s: bias %.2f", w.heuristic, meta["threshold_from"], result["threshold"], result["prediction_bias"])
+    log.info(
+        "%s at %s's threshold %s: bias %.2f",
+        w.heuristic, meta["threshold_from"], result["threshold"], result["prediction_bias"],
+    )
 io.write_json(result, snakemake.output[0])

@@ -11,7 +11,9 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 frame = data.read_qa_parquet(snakemake.input.data)
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
-log.info("logits of %s on %d questions (tokenizer of %s)", snakemake.input.model, len(frame), snakemake.params.tokenizer_from)
+log.info(
+    "logits of %s on %d questions (tokenizer of %s)", snakemake.input.model, len(frame), snakemake.params.tokenizer_from
+)
 fingerprint = qa.infer_feature_logits(
     snakemake.input.model,
     frame,

@@ -14,6 +14,10 @@ frame = qa.select_eval_subset(data.read_qa_parquet(snakemake.input.data), snakem
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
 predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
 totals = metrics.evaluate(frame, predictions)
-log.info("%s scale %s: EM %.2f F1 %.2f on %d questions", w.method, w.scale, totals["exact_match"], totals["f1"], totals["n"])
-io.write_json(dict(totals, method=w.method, heuristic=w.heuristic, scale=float(w.scale), seed=int(w.seed)), snakemake.output[0])
+log.info(
+    "%s scale %s: EM %.2f F1 %.2f on %d questions", w.method, w.scale, totals["exact_match"], totals["f1"], totals["n"]
+)
+io.write_json(
+    dict(totals, method=w.method, heuristic=w.heuristic, scale=float(w.scale), seed=int(w.seed)), snakemake.output[0]
+)
 provenance.write_job(snakemake)  # what produced it, beside the first output

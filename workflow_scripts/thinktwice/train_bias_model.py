@@ -52,7 +52,10 @@ if summary["best_step"] is None:
         f"bias model for {w.heuristic}: no evaluated checkpoint had an F1 below {params.max_unbiased_f1} on the "
         "unbiased validation segment (debias.bias_model.max_unbiased_f1); evaluate earlier and more often "
         "(bias_model.training.eval_every), lower the learning rate, or raise the cap. History: "
-        + "; ".join(f"step {h['step']}: unbiased F1 {h['f1_unbiased']:.1f}, gap {h['f1_gap']:.1f}" for h in summary["selection_history"])
+        + "; ".join(
+            f"step {h['step']}: unbiased F1 {h['f1_unbiased']:.1f}, gap {h['f1_gap']:.1f}"
+            for h in summary["selection_history"]
+        )
     )
 run = f"{w.model}/biasmodel/{w.heuristic}/seed{w.seed}"
 summary.update(model=w.model, run=run, method="biasmodel", addressed=w.heuristic, checkpoint=params.checkpoint)

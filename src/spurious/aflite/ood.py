@@ -136,8 +136,8 @@ def map_predictions(
     unmapped = sorted({p for p in predicted if mapping.get(p, p) not in known})
     if unmapped:
         raise ValueError(
-            f"{source}: the model predicts {unmapped}, which are not labels of the evaluation data {list(data_labels)}; "
-            "map them with prediction_map: {model label: data label} in the OOD set's config"
+            f"{source}: the model predicts {unmapped}, which are not labels of the evaluation data {list(data_labels)}"
+            "; map them with prediction_map: {model label: data label} in the OOD set's config"
         )
     return [mapping.get(p, p) for p in predicted]
 
@@ -160,7 +160,9 @@ def score_predictions(
     records' own ``groups``, renamed by ``group_names``. Every scored record also counts in :data:`ALL`."""
     model_labels = list(predictions.attrs["label_names"])
     data_labels = list(frame.attrs["label_names"])
-    if len(predictions) != len(frame) or (predictions["id"].astype(str).to_numpy() != frame["id"].astype(str).to_numpy()).any():
+    if len(predictions) != len(frame) or (
+        predictions["id"].astype(str).to_numpy() != frame["id"].astype(str).to_numpy()
+    ).any():
         raise ValueError(f"{source}: the predictions are not in the evaluation data's order (ids differ)")
     unknown = sorted(set(only_labels or []) - set(data_labels))
     if unknown:
@@ -173,7 +175,9 @@ def score_predictions(
     elif "groups" in frame.columns:
         rename = dict(group_names or {})
         groups = [
-            [rename.get(g, g) for g in str(value).split(GROUP_SEPARATOR)] if value is not None and value == value else []
+            [rename.get(g, g) for g in str(value).split(GROUP_SEPARATOR)]
+            if value is not None and value == value
+            else []
             for value in frame["groups"]
         ]
     else:

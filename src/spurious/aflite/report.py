@@ -14,8 +14,8 @@ Reported here, from one metrics record per trained classifier:
   (e.g. the AFLite-trained model on the original dev) can be read too.
 * ``iterations_figure``: |S| and the mean held-out accuracy of the m linear classifiers per AFLite iteration.
 
-The paper's values are transcribed from its text (Le Bras et al. 2020, https://arxiv.org/abs/2002.04108): Table 3 (SNLI, the
-D, D_92k and D(φ_RoBERTa) columns) and Table 4 (QNLI and MultiNLI-matched, D and D(φ_RoBERTa)).
+The paper's values are transcribed from its text (Le Bras et al. 2020, https://arxiv.org/abs/2002.04108): Table 3
+(SNLI, the D, D_92k and D(φ_RoBERTa) columns) and Table 4 (QNLI and MultiNLI-matched, D and D(φ_RoBERTa)).
 """
 
 from __future__ import annotations

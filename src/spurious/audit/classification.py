@@ -36,7 +36,9 @@ LogFn = Callable[[str], None]
 _GENERIC_LABEL = re.compile(r"^label_?\d+$", re.IGNORECASE)
 
 
-TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model")
+TOKENIZER_FILES = (
+    "tokenizer.json", "vocab.txt", "vocab.json", "spiece.model", "sentencepiece.bpe.model", "tokenizer.model"
+)
 
 
 class AuditInputError(InputError, ValueError):
@@ -79,7 +81,9 @@ def model_label_names(model: str | os.PathLike) -> list[str]:
         from spurious.core import readers
 
         fix = "save the prompt-based model again"
-        with unreadable(path / "prompt.json", "prompt-based model description", fix, READ_ERRORS + (KeyError, TypeError)):
+        with unreadable(
+            path / "prompt.json", "prompt-based model description", fix, READ_ERRORS + (KeyError, TypeError)
+        ):
             return list(readers.read_json(path / "prompt.json", fix=fix)["label_names"])
     config = read_model_config(model)
     archs = [a for a in (config.architectures or []) if "SequenceClassification" in a]
@@ -105,8 +109,8 @@ def match_labels(model_names: Sequence[str], data_names: Sequence[str], *, model
     if all(_GENERIC_LABEL.match(m) for m in model_names):
         return "by index"
     raise AuditInputError(
-        f"{model} predicts {list(model_names)}, but {data} has labels {list(data_names)}: name the data's labels in the "
-        "model's order (--label-names)"
+        f"{model} predicts {list(model_names)}, but {data} has labels {list(data_names)}: name the data's labels "
+        "in the model's order (--label-names)"
     )
 
 
@@ -139,7 +143,9 @@ def load_predictor(model: str | os.PathLike, label_names: Sequence[str], *, batc
     loaded = load_trained_classifier(model, max_length=max_length, device=device)  # once, for every prediction
 
     def predict(frame: pd.DataFrame) -> np.ndarray:
-        out = predict_classifier(model, prepare(frame), batch_size=batch_size, log=quiet, check_labels=False, loaded=loaded)
+        out = predict_classifier(
+            model, prepare(frame), batch_size=batch_size, log=quiet, check_labels=False, loaded=loaded
+        )
         return out["prediction"].to_numpy()
 
     return predict

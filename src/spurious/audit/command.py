@@ -31,11 +31,14 @@ def default_data(task: str, label_names: list[str] | None) -> tuple[str, str]:
     if any("entail" in n for n in names):
         if len(names) != 2:
             raise AuditInputError(
-                f"the model predicts {len(names)} labels {label_names}; the mirror's pair task QNLI has two: pass --data"
+                f"the model predicts {len(names)} labels {label_names}; the mirror's pair task QNLI has two: "
+                "pass --data"
             )
         return QNLI_DEV, "default for a two-label model whose labels name entailment: QNLI dev (question, sentence)"
     if len(names) != 2:
-        raise AuditInputError(f"the model predicts {len(names)} labels {label_names}; no default data fits: pass --data")
+        raise AuditInputError(
+            f"the model predicts {len(names)} labels {label_names}; no default data fits: pass --data"
+        )
     return SST2_DEV, "default for a two-label single-input model: SST-2 dev"
 
 
@@ -240,7 +243,8 @@ def add_sample_size_option(p: argparse.ArgumentParser, prefix: str = "") -> None
 EXAMPLES = """\
 examples:
   spurious audit path/to/sst2-classifier --task classification --out audit_sst2
-  spurious audit path/to/nli-classifier --task classification --data dev.tsv --train train.tsv --insert-token not --out audit_nli
+  spurious audit path/to/nli-classifier --task classification --data dev.tsv --train train.tsv --insert-token not \
+--out audit_nli
   spurious audit path/to/squad-model --task qa --out audit_qa
   spurious audit path/to/squad-model --task qa --data my_dev.json --sample-size 400 --out audit_qa"""
 

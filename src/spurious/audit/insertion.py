@@ -81,7 +81,9 @@ def insertions(features: Sequence[str] | None = None, tokens: Sequence[str] = ()
     for kind, given in (("insertion feature", names), ("inserted token", list(tokens))):
         repeated = [g for i, g in enumerate(given) if g in given[:i]]
         if repeated:
-            raise ValueError(f"{kind} {repeated[0]!r} given twice; give each once (it would be tested and listed twice)")
+            raise ValueError(
+                f"{kind} {repeated[0]!r} given twice; give each once (it would be tested and listed twice)"
+            )
     out = []
     for name in names:
         spec = sb.FEATURES.get(name)

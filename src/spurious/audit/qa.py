@@ -64,7 +64,9 @@ def check_qa_model(model: str | os.PathLike) -> None:
 
         load_tokenizer(model)
     except (OSError, ValueError, ModelResolutionError) as exc:
-        raise AuditInputError(f"{model}: has no usable tokenizer ({exc}); save the tokenizer beside the model") from None
+        raise AuditInputError(
+            f"{model}: has no usable tokenizer ({exc}); save the tokenizer beside the model"
+        ) from None
 
 
 FEATURISATION_KEYS = ("max_length", "stride", "n_best", "max_answer_length")
@@ -132,7 +134,10 @@ def audit_qa(
             "(--allow-too-few-rows; bias.allow_too_few_rows), as the workflow's bias rule requires"
         )
     if heuristic_values is None:
-        emit(f"computing {len(names)} heuristics on {len(data)} questions (compat {compat}, variants {variants or 'none'})")
+        emit(
+            f"computing {len(names)} heuristics on {len(data)} questions "
+            f"(compat {compat}, variants {variants or 'none'})"
+        )
         contexts = list(tfidf_contexts) if tfidf_contexts is not None else data["context"].tolist()
         try:
             heuristic_values = compute_heuristics(data, names, compat=compat, variants=variants or None,

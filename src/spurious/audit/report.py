@@ -449,7 +449,8 @@ def insertion_figure(result: Mapping[str, Any]) -> str:
     ax.barh(y, rates, xerr=errors, color=colors, edgecolor=colors, linewidth=0.8)  # a rate of 0: a line at 0
     ax.set_yticks(y, [f"{r['feature']} → {r['label']}" for r in rows])
     ax.set_xlabel("flip rate (%) of the examples not already predicted the label")
-    fig.draw_without_rendering()  # the layout gives the panel its width (the feature names take the rest): wrap the label to it
+    # the layout gives the panel its width (the feature names take the rest): wrap the label to it
+    fig.draw_without_rendering()
     width_in = ax.get_position().width * fig.get_figwidth()
     ax.set_xlabel(fill(ax.get_xlabel(), width_in, ax.xaxis.label.get_fontsize()))
     ax.invert_yaxis()
@@ -488,7 +489,8 @@ table { border-collapse: collapse; font-size: 0.9rem; }
 th, td { border: 1px solid #ccc; padding: 0.3rem 0.5rem; text-align: left; vertical-align: top; }
 th { background: #f2f2f2; }
 td.number { text-align: right; white-space: nowrap; }
-figure { margin: 1rem 0; } figure svg, figure img { max-width: 100%; height: auto; } #figure-overview img { width: 100%; }
+figure { margin: 1rem 0; } figure svg, figure img { max-width: 100%; height: auto; } \
+#figure-overview img { width: 100%; }
 figcaption, .note { color: #444; font-size: 0.9rem; }
 .meta { color: #555; font-size: 0.85rem; }
 """

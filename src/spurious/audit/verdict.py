@@ -98,7 +98,8 @@ def classification_rule(alpha: float) -> str:
     return (
         f"Lexical cues: “{TAKES}” when the exact one-sided permutation test (hypergeometric) of ACC(U) > ACC(N), "
         "the model's accuracy on the instances holding a top-z word type of their own gold label (usual, U) against "
-        f"those holding one of another label (unusual, N; an instance can be in both), gives p < {alpha:g}. Inserted features: “{TAKES}” when the exact "
+        f"those holding one of another label (unusual, N; an instance can be in both), gives p < {alpha:g}. "
+        f"Inserted features: “{TAKES}” when the exact "
         "two-sided binomial test (McNemar's exact test) of the predictions flipping towards against away from the "
         "feature's associated label (its p multiplied by the number of labels when there are more than two), "
         f"Holm-adjusted across the features tested, is below {alpha:g}. Otherwise “{NO_EVIDENCE}”. AFLite's "

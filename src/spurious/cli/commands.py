@@ -221,7 +221,10 @@ def cmd_bias(args: argparse.Namespace) -> int:
         results.append({"model": model, "dataset": dataset, **result})
     not_found = [r for r in results if not r["found"]]
     for r in not_found:
-        print(f"spurious bias: warning: {r['heuristic']}: no threshold ({NOT_FOUND_REASONS[r['reason']]})", file=sys.stderr)
+        print(
+            f"spurious bias: warning: {r['heuristic']}: no threshold ({NOT_FOUND_REASONS[r['reason']]})",
+            file=sys.stderr,
+        )
 
     if args.json:
         from spurious.core.io import write_json
@@ -297,7 +300,8 @@ def cmd_lexical_test(args: argparse.Namespace) -> int:
         )
     except ValueError as exc:
         raise CLIError(str(exc)) from exc
-    result = lexical.model_bias_test(table, top, test["text_a"], test["text_b"], labels, correct, counting=args.counting)
+    result = lexical.model_bias_test(table, top, test["text_a"], test["text_b"], labels, correct,
+                                     counting=args.counting)
     result.update(train=str(args.train), test=str(args.test), predictions=str(args.predictions),
                   counting=args.counting, top_k=args.top_k, stop_words=args.stop_words)
     if args.json:

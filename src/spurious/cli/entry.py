@@ -62,7 +62,9 @@ def examples(*lines: str) -> str:
     return "examples:\n" + "\n".join(f"  {line}" for line in lines)
 
 
-def _subcommand(sub: argparse._SubParsersAction, name: str, summary: str, *example_lines: str) -> argparse.ArgumentParser:
+def _subcommand(
+    sub: argparse._SubParsersAction, name: str, summary: str, *example_lines: str
+) -> argparse.ArgumentParser:
     return sub.add_parser(name, help=summary, description=summary, epilog=examples(*example_lines),
                           formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -241,7 +243,8 @@ def _add_lexical_test(sub: argparse._SubParsersAction) -> None:
                    help="label names in index order")
     p.add_argument(
         "--on-invalid", choices=("error", "drop"), default="error",
-        help="invalid records (empty text, duplicate id, label out of range): stop with an error (default) or drop them",
+        help="invalid records (empty text, duplicate id, label out of range): stop with an error (default) or "
+        "drop them",
     )
     p.add_argument("--json", default=None, metavar="OUT.json", help="also write the result and the features")
     p.set_defaults(func=cmd_lexical_test)
@@ -258,8 +261,8 @@ def build_parser() -> argparse.ArgumentParser:
     _add_output_options(parser, top_level=True)
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     # the subcommands; a new one registers here (its own module's add_parser(sub), as audit's)
-    subcommands = (_add_annotate, _add_evaluate, _add_bias, _add_report, _add_lexical_test, add_audit_parser, add_plan_parser,
-                   add_data_parser)
+    subcommands = (_add_annotate, _add_evaluate, _add_bias, _add_report, _add_lexical_test, add_audit_parser,
+                   add_plan_parser, add_data_parser)
     for add in subcommands:
         add(sub)
     for subparser in sub.choices.values():  # -v / -q after the subcommand too

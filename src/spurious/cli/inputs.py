@@ -40,8 +40,8 @@ __all__ = [
 EXIT_USAGE = 2
 
 
-# The heuristic names (spurious.thinktwice.heuristics.HEURISTICS); repeated here so that parsing arguments and the error messages
-# do not import the heavy module (spaCy, scikit-learn). A test checks that both agree.
+# The heuristic names (spurious.thinktwice.heuristics.HEURISTICS); repeated here so that parsing arguments and the error
+# messages do not import the heavy module (spaCy, scikit-learn). A test checks that both agree.
 HEURISTIC_NAMES: tuple[str, ...] = ("word-dist", "sim-word", "ans-pos", "cos-sim", "ans-len", "sim-ents", "subj-pos")
 
 

@@ -31,7 +31,9 @@ def convert_pickled_schedule(accelerator: Any, ckpt: Path, checkpoint_dir: Path,
         "trust where the checkpoint came from, finish the run with the spurious version that wrote it)"
     )
     if [p.name for p in pickled] != [LEGACY_SCHEDULE_FILE]:
-        raise RuntimeError(f"checkpoint {ckpt} holds pickled objects {[p.name for p in pickled]} this version never wrote: {refusal}")
+        raise RuntimeError(
+            f"checkpoint {ckpt} holds pickled objects {[p.name for p in pickled]} this version never wrote: {refusal}"
+        )
     record = _read_pickled_schedule(pickled[0], refusal)
     accelerator.wait_for_everyone()  # every process has read it before it goes
     if accelerator.is_main_process:

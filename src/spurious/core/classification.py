@@ -156,7 +156,8 @@ def normalize(
         log.warning(
             "%s: label %r appears in only %d of %d labeled rows (%s); if it is a mistake, fix those rows or declare "
             "label_names in the dataset's source config (then any other label is an error)",
-            source, name, len(rows), int((labels != UNLABELED).sum()), ", ".join(f"row {i} (id {ids[i]})" for i in rows[:5]),
+            source, name, len(rows), int((labels != UNLABELED).sum()),
+            ", ".join(f"row {i} (id {ids[i]})" for i in rows[:5]),
         )
     frame.attrs.update(label_names=names, source=source, is_pair=text_b is not None, rare_labels=sorted(rare))
     return frame
@@ -239,9 +240,12 @@ def load_hf_parquet(path: str | os.PathLike, **columns: Any) -> pd.DataFrame:
     return normalize(df, source=str(path), **columns)
 
 
-def load_hub(name: str, config_name: str | None, split: str, revision: str | None = None, **columns: Any) -> pd.DataFrame:
+def load_hub(
+    name: str, config_name: str | None, split: str, revision: str | None = None, **columns: Any
+) -> pd.DataFrame:
     """A split of a hub classification dataset at ``revision`` (network or cache needed), label names from its
-    ClassLabel feature; what was loaded (the commit) in ``attrs["hub"]`` (:func:`spurious.core.hub.load_hub_dataset`)."""
+    ClassLabel feature; what was loaded (the commit) in ``attrs["hub"]``
+    (:func:`spurious.core.hub.load_hub_dataset`)."""
     ds, info = hub.load_hub_dataset(name, config_name, split, revision)
     if columns.get("label_names") is None:
         label = columns.get("label_column") or next((c for c in KNOWN_LABEL_COLUMNS if c in ds.features), "label")
@@ -375,7 +379,9 @@ def split_grouped(
     if not 0.0 < validation_fraction < 1.0:
         raise ValueError(f"validation_fraction must lie in (0, 1), got {validation_fraction}")
     if column not in df.columns:
-        raise ValueError(f"split_grouped: no column {column!r} to group by (columns: {', '.join(map(str, df.columns))})")
+        raise ValueError(
+            f"split_grouped: no column {column!r} to group by (columns: {', '.join(map(str, df.columns))})"
+        )
     codes, groups = pd.factorize(df[column].astype(str), sort=False)
     sizes = np.bincount(codes, minlength=len(groups))
     order = np.random.default_rng(seed).permutation(len(groups))

@@ -3,13 +3,14 @@
 Any ``AutoModelForSequenceClassification``-compatible checkpoint works (``embedded:all-MiniLM-L6-v2`` offline). The
 loop is the engine's (``spurious.core.engine``, on Accelerate): AdamW + linear schedule with warmup, gradient clipping,
 a data order that is a pure function of (seed, epoch), exact resumption from the newest checkpoint after preemption,
-CUDA + bf16 autocast when available, one process per GPU of the job (``processes``) with the same global batch. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and
-the model of the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
+CUDA + bf16 autocast when available, one process per GPU of the job (``processes``) with the same global batch.
+There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and the model of
+the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
 ``eval_every`` optimizer steps (or at every epoch end) and after the last step, and the model of the best evaluation
 is saved (SpuriousBench, App. A: "evaluate the best checkpoint based on the dev set accuracy").
 
-Prompt-based fine-tuning (``prompt``, ``spurious.core.prompt``): the model is a masked LM, the texts are templated around
-its mask token, and the logits are its word logits at the mask restricted to the label words; the saved model
+Prompt-based fine-tuning (``prompt``, ``spurious.core.prompt``): the model is a masked LM, the texts are templated
+around its mask token, and the logits are its word logits at the mask restricted to the label words; the saved model
 directory holds the masked LM and ``prompt.json``, which ``predict_classifier`` detects.
 
 Loss weights (the paper's reweighting, §5.1): each example's cross-entropy is multiplied by its weight and the batch
@@ -368,7 +369,9 @@ def _check_training_inputs(
     if len(train_frame) == 0:
         raise ValueError("the training frame is empty")
     if s["eval_every"] is not None and eval_frame is None:
-        raise ValueError(f"the classification setting eval_every ({s['eval_every']!r}) needs an eval_frame (the dev set)")
+        raise ValueError(
+            f"the classification setting eval_every ({s['eval_every']!r}) needs an eval_frame (the dev set)"
+        )
     if eval_frame is not None and s["eval_every"] is None:
         raise ValueError("an eval_frame was given but the classification setting eval_every is null: set it")
     label_names = list(train_frame.attrs["label_names"])
@@ -492,7 +495,9 @@ def train_classifier(
     data = encode_for(train_frame, tokenizer, int(s["max_length"]), prompt)
     eval_data = encode_for(eval_frame, tokenizer, int(s["max_length"]), prompt) if eval_frame is not None else None
     model.to(device)
-    fingerprint = _run_fingerprint(model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable)
+    fingerprint = _run_fingerprint(
+        model_name_or_path, init, s, train_frame, data, weights, eval_frame, eval_data, prompt, trainable
+    )
     multiple = pad_multiple(s["pad_to_multiple_of"], device)
     offset = packing.position_offset(model)
 
@@ -711,7 +716,9 @@ def load_trained_classifier(
         model = PromptClassifier(from_pretrained(AutoModelForMaskedLM, resolved), ids)
     if max_length is None:
         state_file = Path(resolved) / "training_state.json"
-        trained = readers.read_json(state_file, fix=rebuild_advice(resolved))["settings"] if state_file.is_file() else {}
+        trained = (
+            readers.read_json(state_file, fix=rebuild_advice(resolved))["settings"] if state_file.is_file() else {}
+        )
         max_length = int(trained.get("max_length", DEFAULT_SETTINGS["max_length"]))
     dev = pick_device(device)
     packing.enable(model, attention, device=dev, bf16=use_bf16(bf16, dev), log=logger.info)

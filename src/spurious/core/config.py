@@ -63,7 +63,8 @@ class ContentDict(dict):
 
 
 class ContentList(list):
-    """A list whose ``repr`` is :func:`content_repr`'s (mappings in it compared by content, see :class:`ContentDict`)."""
+    """A list whose ``repr`` is :func:`content_repr`'s (mappings in it compared by content, see
+    :class:`ContentDict`)."""
 
     def __repr__(self) -> str:
         return content_repr(self)

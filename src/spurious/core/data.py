@@ -61,9 +61,13 @@ def _answers(answers: Any, where: str) -> dict[str, list]:
     if isinstance(answers, Mapping) and "text" in answers and "answer_start" in answers:
         text, start = answers["text"], answers["answer_start"]
         if isinstance(text, str) or isinstance(start, (str, int)):
-            raise DataValidationError(f"{where}: answers.text and answers.answer_start must be lists, got {text!r}, {start!r}")
+            raise DataValidationError(
+                f"{where}: answers.text and answers.answer_start must be lists, got {text!r}, {start!r}"
+            )
         return {"text": [str(t) for t in text], "answer_start": [int(a) for a in start]}
-    if isinstance(answers, list) and all(isinstance(a, Mapping) and "text" in a and "answer_start" in a for a in answers):
+    if isinstance(answers, list) and all(
+        isinstance(a, Mapping) and "text" in a and "answer_start" in a for a in answers
+    ):
         return {"text": [str(a["text"]) for a in answers], "answer_start": [int(a["answer_start"]) for a in answers]}
     raise DataValidationError(
         f"{where}: answers is {type(answers).__name__} {str(answers)[:60]!r}; it must be "

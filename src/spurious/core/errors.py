@@ -1,8 +1,8 @@
 """The errors a user's input raises: one line that names the file or argument, what is wrong and what to do.
 
 The ``spurious`` command prints an :class:`InputError` as one line on stderr and exits with status 2; a workflow job
-that raises one ends with the same line (:func:`spurious.workflow.runlog.setup`), without a traceback. A file that exists
-but cannot be read (a truncated parquet, a corrupt gzip stream, a damaged model or checkpoint) is an
+that raises one ends with the same line (:func:`spurious.workflow.runlog.setup`), without a traceback. A file that
+exists but cannot be read (a truncated parquet, a corrupt gzip stream, a damaged model or checkpoint) is an
 :class:`UnreadableFileError`: ``<path>: <what is wrong>; <what to do>``; the readers of every file kind
 (:mod:`spurious.core.readers`) raise it. ``docs/errors.md`` lists the messages.
 """

@@ -161,7 +161,9 @@ def fetched_models(cfg: Mapping[str, Any]) -> dict[str, dict[str, Any]]:
     found: dict[str, dict[str, Any]] = {}
     for where, entry in [*config_models(cfg), *audited_models(cfg)]:
         checkpoint, revision = entry["checkpoint"], entry.get("revision")
-        found.setdefault(model_ref(checkpoint, revision), {"checkpoint": checkpoint, "revision": revision, "where": where})
+        found.setdefault(
+            model_ref(checkpoint, revision), {"checkpoint": checkpoint, "revision": revision, "where": where}
+        )
     return found
 
 

@@ -301,5 +301,7 @@ def align_to_ids(values: pd.Series, ids: Any, *, source: str, what: str, fix: st
     wanted = pd.Index([str(i) for i in ids])
     missing = wanted.difference(values.index)
     if len(missing):
-        raise ValueError(f"{source}: {len(missing)} of {len(wanted)} ids have no {what} (first: {list(missing[:5])}); {fix}")
+        raise ValueError(
+            f"{source}: {len(missing)} of {len(wanted)} ids have no {what} (first: {list(missing[:5])}); {fix}"
+        )
     return values.reindex(wanted).to_numpy()

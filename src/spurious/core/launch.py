@@ -142,5 +142,7 @@ def launch(fn: Callable[..., Any], processes: int, *args: Any, **kwargs: Any) ->
     done = dict(by_kind.get("ok", []))
     if len(done) != processes:
         codes = [c.exitcode for c in children]
-        raise RuntimeError(f"{processes - len(done)} of {processes} training processes ended without a result (exit codes {codes})")
+        raise RuntimeError(
+            f"{processes - len(done)} of {processes} training processes ended without a result (exit codes {codes})"
+        )
     return done[0]

@@ -1,10 +1,11 @@
 """Per-feature start/end logits of bias and teacher models, stored once and reused by every run that needs them.
 
 LearnedMixin and Confidence Regularization need, for every *training window* of the main model, the logits of another
-model (the bias model, the teacher) on that very window (as the authors' code infers them: MIR-MU/isbiased). Running those models
-live in every training step would double its cost, so they are inferred once (``spurious.core.qa.infer_feature_logits``)
-and stored aligned to the training features: row ``i`` of the store belongs to feature ``i`` of ``featurize``'s
-output order (``spurious.core.qa.training_features``), which is also the ``feature_index`` a training objective receives.
+model (the bias model, the teacher) on that very window (as the authors' code infers them: MIR-MU/isbiased). Running
+those models live in every training step would double its cost, so they are inferred once
+(``spurious.core.qa.infer_feature_logits``) and stored aligned to the training features: row ``i`` of the store belongs
+to feature ``i`` of ``featurize``'s output order (``spurious.core.qa.training_features``), which is also the
+``feature_index`` a training objective receives.
 
 Layout: one float32 ``.npy`` of shape ``[N, 2, L]`` (``L`` = ``max_length``; ``[:, 0]`` start, ``[:, 1]`` end logits;
 position ``j`` is token ``j`` of the *unpadded* window, zeros beyond its length), memory-mapped when loaded, plus a JSON

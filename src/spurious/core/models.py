@@ -78,7 +78,8 @@ def _log_load(name: str, path: str, source: str, fetched: _Fetched | None = None
     _LOGGED.add(name)
     entry = {"name": name, "path": path, "source": source, "revision": fetched.revision if fetched else None,
              "record": fetched.record if fetched else None,
-             "offline": {v: os.environ.get(v) for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}}
+             "offline": {v: os.environ.get(v)
+                         for v in ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE", "TRANSFORMERS_OFFLINE")}}
     log.info("model load: %s", json.dumps(entry))
 
 

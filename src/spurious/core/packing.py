@@ -279,7 +279,10 @@ def flash_attention_problem(
     if any(x.stride(-1) != 1 for x in (q, k, v)):
         return "the head dimension of query, key or value is not contiguous, which FlashAttention requires"
     if cu.dtype != torch.int32 or cu.dim() != 1 or not cu.is_contiguous():
-        return f"cu_seq_lens is a {cu.dtype} tensor of shape {tuple(cu.shape)}: FlashAttention needs a contiguous int32 vector"
+        return (
+            f"cu_seq_lens is a {cu.dtype} tensor of shape {tuple(cu.shape)}: FlashAttention needs a contiguous "
+            "int32 vector"
+        )
     return None
 
 
@@ -415,7 +418,9 @@ def enable(
         )
     reference = os.environ.get(REFERENCE_ENV, "")
     if reference not in ("", "0", "1", "float32"):
-        raise ValueError(f"{REFERENCE_ENV} must be 1 (the reference) or float32 (the reference in any precision), got {reference!r}")
+        raise ValueError(
+            f"{REFERENCE_ENV} must be 1 (the reference) or float32 (the reference in any precision), got {reference!r}"
+        )
     fix = "set attention: padded"
     if reference in ("", "0"):
         _check_varlen(device)

@@ -62,7 +62,8 @@ class Progress:
     def _log(self, now: float) -> None:
         share = 100.0 * self.done / self.total if self.total else 100.0
         self.logger.info(
-            "%s: %d/%d %s (%.0f %%), %.0f s", self.description, self.done, self.total, self.unit, share, now - self._start
+            "%s: %d/%d %s (%.0f %%), %.0f s",
+            self.description, self.done, self.total, self.unit, share, now - self._start,
         )
 
     def __exit__(self, *exc: Any) -> None:

@@ -395,7 +395,8 @@ def summary_lines(record: Mapping[str, Any]) -> dict[str, str]:
     lines = {
         "spurious": f"{record.get('package_version') or 'unknown version'}, commit {_commit_text(record)}",
         "software": (f"Python {record.get('python')}, torch {record.get('torch')}, transformers "
-                     f"{record.get('transformers')}, CUDA {record.get('cuda') or '–'}, cuDNN {record.get('cudnn') or '–'}"),
+                     f"{record.get('transformers')}, CUDA {record.get('cuda') or '–'}, "
+                     f"cuDNN {record.get('cudnn') or '–'}"),
         "GPUs": gpu,
     }  # fmt: skip
     for key, label in (("models", "models"), ("datasets", "datasets")):

@@ -89,7 +89,8 @@ def squad_to_qnli_pairs(
             continue
         answer_sentence = context[slice(*spans[holding[0]])]
         rows.append(
-            {"id": f"{rec.id}-e", "text_a": rec.question, "text_b": answer_sentence, "label": ENTAILMENT, "title": rec.title}
+            {"id": f"{rec.id}-e", "text_a": rec.question, "text_b": answer_sentence, "label": ENTAILMENT,
+             "title": rec.title}
         )
         others = [context[s:e] for s, e in spans if not any(t and t in context[s:e] for t in texts)]
         if not others:
@@ -98,7 +99,8 @@ def squad_to_qnli_pairs(
         weight = np.array([1.0 + len(q_words & _words(s)) for s in others])
         choice = int(_draw_seed(seed, rec.id).choice(len(others), p=weight / weight.sum()))
         rows.append(
-            {"id": f"{rec.id}-n", "text_a": rec.question, "text_b": others[choice], "label": NOT_ENTAILMENT, "title": rec.title}
+            {"id": f"{rec.id}-n", "text_a": rec.question, "text_b": others[choice], "label": NOT_ENTAILMENT,
+             "title": rec.title}
         )
     return pd.DataFrame(rows, columns=["id", "text_a", "text_b", "label", "title"])
 
@@ -132,13 +134,16 @@ def split_qnli_by_article(
     if len(missing):
         raise ValueError(
             f"{source}: {len(missing)} of {len(qnli)} records have a question that is not in the SQuAD split given as "
-            f"derive.squad (first: record {qnli.loc[missing.index[0], 'id']!r}, {missing.iloc[0]!r}); point derive.squad "
-            "at the SQuAD split the QNLI split was built from (SQuAD v1.1 dev for QNLI dev), or use derive.by: text_a"
+            f"derive.squad (first: record {qnli.loc[missing.index[0], 'id']!r}, {missing.iloc[0]!r}); point "
+            "derive.squad at the SQuAD split the QNLI split was built from (SQuAD v1.1 dev for QNLI dev), or use "
+            "derive.by: text_a"
         )
     title_of = keys.map(titles)
     used = np.array(sorted(title_of.unique()))
     if len(used) < 2:
-        raise ValueError(f"{source}: its questions come from {len(used)} SQuAD article(s); a split by article needs two")
+        raise ValueError(
+            f"{source}: its questions come from {len(used)} SQuAD article(s); a split by article needs two"
+        )
     order = np.random.default_rng(seed).permutation(len(used))
     n_valid = max(1, int(np.ceil(validation_fraction * len(used))))
     valid_titles = set(used[order[:n_valid]])
@@ -200,7 +205,9 @@ def derive_by_article(
             squad, qnli, valid_titles, nlp=nlp, stop_words=english_stopwords(), seed=seed, progress=emit
         )
         counts = extra["label"].value_counts().sort_index().to_dict()
-        emit(f"added {len(extra)} QNLI-style pairs from SQuAD questions of the training articles, label counts {counts}")
+        emit(
+            f"added {len(extra)} QNLI-style pairs from SQuAD questions of the training articles, label counts {counts}"
+        )
         train = pd.concat([train, extra[["id", "text_a", "text_b", "label"]]], ignore_index=True)
         how["squad_pairs"] = len(extra)
     train.attrs.update(qnli.attrs)

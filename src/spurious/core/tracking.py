@@ -81,7 +81,9 @@ def _value(value: Any) -> str | int | float | bool:
 def run_config(settings: Mapping[str, Any], record: Mapping[str, Any]) -> dict[str, Any]:
     """The run's configuration as a tracker stores it: flat, plain values (the settings and ``provenance/...``)."""
     config = {k: _value(v) for k, v in settings.items()}
-    config.update({f"provenance/{k}": _value(v) for k, v in record.items() if k not in ("rule", "wildcards", "outputs")})
+    config.update(
+        {f"provenance/{k}": _value(v) for k, v in record.items() if k not in ("rule", "wildcards", "outputs")}
+    )
     return config
 
 

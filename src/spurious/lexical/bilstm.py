@@ -4,9 +4,9 @@ set itself, so that no signal from outside the training data leaks in.
 
 What the paper fixes, and what we pin where it is silent:
 
-* **Tokens**: the lexical track's tokenizer (:func:`spurious.lexical.features.tokenize`: lower-cased, punctuation deleted,
-  whitespace split), the two segments of a pair joined by a ``<sep>`` token; at most ``max_tokens`` per instance
-  (the end is cut). Types seen fewer than ``min_count`` times in the training corpus map to ``<unk>``.
+* **Tokens**: the lexical track's tokenizer (:func:`spurious.lexical.features.tokenize`: lower-cased, punctuation
+  deleted, whitespace split), the two segments of a pair joined by a ``<sep>`` token; at most ``max_tokens`` per
+  instance (the end is cut). Types seen fewer than ``min_count`` times in the training corpus map to ``<unk>``.
 * **CBOW** (gensim's ``Word2Vec(sg=0)``, one worker, a CRC32 hash so that the vectors do not depend on Python's
   per-process string hashing): dimension 128 (footnote 8), window ``cbow_window``, ``cbow_epochs`` passes. gensim
   has no per-sentence weights, so the *q-weighted* training set is a seeded resample of ``|D|`` instances drawn
@@ -196,7 +196,9 @@ def train_bilstm(
     if weights is not None:
         weights = np.asarray(weights, dtype=np.float64)
         if weights.shape != (len(train_frame),) or not np.all(np.isfinite(weights)) or (weights < 0).any():
-            raise ValueError(f"weights must be {len(train_frame)} finite nonnegative numbers, got shape {weights.shape}")
+            raise ValueError(
+                f"weights must be {len(train_frame)} finite nonnegative numbers, got shape {weights.shape}"
+            )
         if weights.sum() <= 0:
             raise ValueError("weights sum to zero")
     if s["threads"]:
@@ -213,7 +215,9 @@ def train_bilstm(
             counts[t] = counts.get(t, 0) + 1
     vocab = [*SPECIALS, *sorted(t for t, c in counts.items() if c >= int(s["min_count"]) and t not in SPECIALS)]
     index = {t: i for i, t in enumerate(vocab)}
-    model = BiLSTMClassifier(len(vocab), len(label_names), int(s["embedding_dim"]), s["hidden_sizes"], float(s["dropout"]))
+    model = BiLSTMClassifier(
+        len(vocab), len(label_names), int(s["embedding_dim"]), s["hidden_sizes"], float(s["dropout"])
+    )
     device = pick_device(str(s["device"]))
     cbow_index = {t: i for i, t in enumerate(cbow_types)}
     covered = [t for t in vocab if t in cbow_index]

@@ -2,8 +2,8 @@
 
 Every table is written as CSV (numbers) and Markdown (formatted), with the paper's published values beside ours for
 datasets whose ``paper_name`` is set. The paper's values are transcribed from its text
-(Serrano et al. 2023, https://aclanthology.org/2023.findings-acl.516): Table 1 (Err of unigram features), Table 2 (permutation-test
-p-values), Table 3 (Err of 200 sampled bigrams) and the SNLI lists of App. A.1.
+(Serrano et al. 2023, https://aclanthology.org/2023.findings-acl.516): Table 1 (Err of unigram features), Table 2
+(permutation-test p-values), Table 3 (Err of 200 sampled bigrams) and the SNLI lists of App. A.1.
 """
 
 from __future__ import annotations
@@ -47,13 +47,25 @@ PAPER_TABLE3: dict[str, tuple[float, float]] = {"SNLI": (0.059, 0.122), "QNLI": 
 # App. A.1: SNLI's 50 highest-z non-stop-word types per label, in the paper's order.
 PAPER_A1_SNLI: dict[str, tuple[str, ...]] = {
     "entailment": tuple(
-        ["outside", "outdoors", "person", "near", "people", "animal", "human", "humans", "least", "someone", "moving", "instrument", "something", "animals", "sport", "together", "wet", "touching", "vehicle", "things", "theres", "clothes", "multiple", "picture", "proximity", "interacting", "physical", "using", "activity", "canine", "music", "active", "musical", "object", "wears", "motion", "consuming", "clothed", "clothing", "mammals", "working", "objects", "present", "kid", "holding", "affection", "holds", "close", "instruments", "sitted"]
+        ["outside", "outdoors", "person", "near", "people", "animal", "human", "humans", "least", "someone", "moving",
+         "instrument", "something", "animals", "sport", "together", "wet", "touching", "vehicle", "things", "theres",
+         "clothes", "multiple", "picture", "proximity", "interacting", "physical", "using", "activity", "canine",
+         "music", "active", "musical", "object", "wears", "motion", "consuming", "clothed", "clothing", "mammals",
+         "working", "objects", "present", "kid", "holding", "affection", "holds", "close", "instruments", "sitted"]
     ),
     "contradiction": tuple(
-        ["sleeping", "nobody", "cat", "eating", "sitting", "tv", "alone", "swimming", "asleep", "inside", "bed", "couch", "cats", "naked", "driving", "home", "empty", "eats", "car", "nothing", "running", "watching", "woman", "movie", "basketball", "nap", "television", "pool", "sleep", "anything", "moon", "beach", "man", "quietly", "laying", "room", "frowning", "sleeps", "riding", "flying", "sits", "napping", "crying", "house", "desert", "dancing", "bench", "theater", "indoors", "pizza"]
+        ["sleeping", "nobody", "cat", "eating", "sitting", "tv", "alone", "swimming", "asleep", "inside", "bed",
+         "couch", "cats", "naked", "driving", "home", "empty", "eats", "car", "nothing", "running", "watching", "woman",
+         "movie", "basketball", "nap", "television", "pool", "sleep", "anything", "moon", "beach", "man", "quietly",
+         "laying", "room", "frowning", "sleeps", "riding", "flying", "sits", "napping", "crying", "house", "desert",
+         "dancing", "bench", "theater", "indoors", "pizza"]
     ),
     "neutral": tuple(
-        ["friends", "tall", "trying", "waiting", "new", "sad", "owner", "first", "competition", "going", "favorite", "friend", "winning", "vacation", "get", "date", "birthday", "wife", "work", "brothers", "ready", "party", "mother", "family", "sisters", "championship", "win", "husband", "time", "fun", "siblings", "getting", "fetch", "parents", "tired", "school", "father", "best", "money", "day", "married", "son", "competing", "way", "wants", "professional", "trip", "likes", "show", "got"]
+        ["friends", "tall", "trying", "waiting", "new", "sad", "owner", "first", "competition", "going", "favorite",
+         "friend", "winning", "vacation", "get", "date", "birthday", "wife", "work", "brothers", "ready", "party",
+         "mother", "family", "sisters", "championship", "win", "husband", "time", "fun", "siblings", "getting", "fetch",
+         "parents", "tired", "school", "father", "best", "money", "day", "married", "son", "competing", "way", "wants",
+         "professional", "trip", "likes", "show", "got"]
     ),
 }
 PAPER_SUFFIX = " (paper)"
@@ -166,13 +178,17 @@ def table2(
                 "seeds": ", ".join(str(r["seed"]) for r in runs),
                 "log10 p": ", ".join(fixed_decimals(r["log10_p"], 1) for r in runs),
                 "log10 p (max)": max(r["log10_p"] for r in runs),
-                "accuracy": float(np.mean([accuracy.get((dataset, model, weighting, r["seed"]), np.nan) for r in runs])),
+                "accuracy": float(
+                    np.mean([accuracy.get((dataset, model, weighting, r["seed"]), np.nan) for r in runs])
+                ),
                 "ACC(U)": float(np.mean([r["acc_usual"] for r in runs])),
                 "ACC(N)": float(np.mean([r["acc_unusual"] for r in runs])),
                 "|U|": runs[0]["n_usual"],
                 "|N|": runs[0]["n_unusual"],
                 "features in test": runs[0]["n_features_present"],
-                f"log10 p{PAPER_SUFFIX}": ", ".join(fixed_decimals(paper_log10(p), 1) for p in paper) if paper else None,
+                f"log10 p{PAPER_SUFFIX}": (
+                    ", ".join(fixed_decimals(paper_log10(p), 1) for p in paper) if paper else None
+                ),
             }
         )
     df = pd.DataFrame(rows)

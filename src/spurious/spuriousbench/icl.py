@@ -185,7 +185,8 @@ def predict_icl(
         return str(frame["text_b"].iloc[i]) if pair else None
 
     demo_ids = [
-        encode(template.render(str(demonstrations["text_a"].iloc[i]), b_of(demonstrations, i), int(demonstrations["label"].iloc[i])) + template.separator)
+        encode(template.render(str(demonstrations["text_a"].iloc[i]), b_of(demonstrations, i),
+                               int(demonstrations["label"].iloc[i])) + template.separator)
         for i in range(len(demonstrations))
     ]  # fmt: skip
     # where the template puts a space before the label word, the query ends before that space and the word is scored
@@ -262,8 +263,9 @@ def predict_icl(
         "seconds": time.perf_counter() - t0,
     }
     emit(
-        f"ICL: {len(queries)} queries, {len(demonstrations)} demonstrations, mean prompt {record['prompt_tokens_mean']:.0f} "
-        f"tokens ({truncated} queries with fewer demonstrations to fit {context}); accuracy {np.mean(prediction == labels):.4f}"
+        f"ICL: {len(queries)} queries, {len(demonstrations)} demonstrations, "
+        f"mean prompt {record['prompt_tokens_mean']:.0f} tokens ({truncated} queries with fewer demonstrations to fit "
+        f"{context}); accuracy {np.mean(prediction == labels):.4f}"
     )
     return out, record
 

@@ -26,8 +26,8 @@ each category": first the mean over seeds per feature, then the mean over the ca
 * :func:`figure3`: per dataset and feature the gap of each in-context model (Fig. 3, with Figs. 4-5's settings).
 * :func:`summary_lines`: one log line per (dataset, model, method) with the category means.
 
-Rows are ordered by dataset (first seen), category (:data:`spurious.spuriousbench.construction.CATEGORIES` order), feature
-(first seen), model (first seen), method (:data:`METHODS` order). Write the tables with
+Rows are ordered by dataset (first seen), category (:data:`spurious.spuriousbench.construction.CATEGORIES` order),
+feature (first seen), model (first seen), method (:data:`METHODS` order). Write the tables with
 ``spurious.thinktwice.report.write_table(df, csv, md, digits=DIGITS)``.
 """
 
@@ -298,7 +298,10 @@ def icl_annotation(setting: IclSetting) -> str:
     head = "ICL" if shots is None else f"ICL, {shots} shots"
     configured = f"{_percent(prevalence)} / {_percent(strength)}"
     if realised_prevalence is None:
-        return f"{head}: configured prevalence {_percent(prevalence)} / strength {_percent(strength)} (realised not recorded)"
+        return (
+            f"{head}: configured prevalence {_percent(prevalence)} / strength {_percent(strength)} "
+            "(realised not recorded)"
+        )
     realised = f"prevalence {_percent(realised_prevalence)} / strength {_percent(realised_strength)}"
     same = prevalence is not None and abs(realised_prevalence - prevalence) < 1e-9
     if realised_strength is not None:

@@ -1,11 +1,11 @@
 """The numbers published with "Think Twice" (Mikula et al.), as plain data, for comparison with our runs.
 
-Sources (MIR-MU/isbiased, ``visualization/*.csv``) and the paper's
-Appendix C. All bias values are *prediction bias* in percentage points: the distance between the Exact-match bootstrap
-intervals of the two segments at the best threshold (100 draws of 800 samples per segment), reported as 0 where no
-threshold was found. ``average`` is the mean over the seven heuristics, as stored in the CSVs (the CSVs hold it with more
-decimals than the per-heuristic values, e.g. 4.041429). The *quantile* tables hold the CSVs' ``quantile`` column, which is
-about the Exact-match 97.5% quantile of the worse-performing segment (0 where the model has no valid threshold).
+Sources (MIR-MU/isbiased, ``visualization/*.csv``) and the paper's Appendix C. All bias values are *prediction bias* in
+percentage points: the distance between the Exact-match bootstrap intervals of the two segments at the best threshold
+(100 draws of 800 samples per segment), reported as 0 where no threshold was found. ``average`` is the mean over the
+seven heuristics, as stored in the CSVs (the CSVs hold it with more decimals than the per-heuristic values, e.g.
+4.041429). The *quantile* tables hold the CSVs' ``quantile`` column, which is about the Exact-match 97.5% quantile of
+the worse-performing segment (0 where the model has no valid threshold).
 
 - ``BIAS_MODELS``: ``bias_significance_models.csv`` (Figure 2: the four encoder models fine-tuned on SQuAD).
 - ``BIAS_MODELS_ALL`` / ``QUANTILE_MODELS``: ``bias_significance_models_quantiles.csv`` (adds T5-Large, T0,
@@ -15,10 +15,11 @@ about the Exact-match 97.5% quantile of the worse-performing segment (0 where th
   ``bias_significance_methods_quantiles.csv`` (the *new* LMix values, with quantiles).
 - ``BIAS_OOD`` / ``QUANTILE_OOD``: ``bias_significance_ood_quantiles.csv`` (Figure 4: RoBERTa-Large trained on SQuAD,
   AdversarialQA, NaturalQuestions, TriviaQA).
-- ``OOD_PERFORMANCE``: ``ood_performance_models.csv`` (Figure 3; the paper's caption says F1, the script logs EM and F1).
-- ``APPENDIX_C_THRESHOLDS`` / ``APPENDIX_C_WORSE_SIZE``: the paper's Appendix C, the optimal thresholds of BERT-BASE-CASED
-  on SQuAD validation (n = 10,570) and the sizes of the under-performing groups. ans-pos has none (no threshold).
-  ``appendix_c_reference(h)`` gives one as a search-result-like record (Figure 4's default thresholds).
+- ``OOD_PERFORMANCE``: ``ood_performance_models.csv`` (Figure 3; the paper's caption says F1, the script logs EM and
+  F1).
+- ``APPENDIX_C_THRESHOLDS`` / ``APPENDIX_C_WORSE_SIZE``: the paper's Appendix C, the optimal thresholds of
+  BERT-BASE-CASED on SQuAD validation (n = 10,570) and the sizes of the under-performing groups. ans-pos has none (no
+  threshold). ``appendix_c_reference(h)`` gives one as a search-result-like record (Figure 4's default thresholds).
 
 ``paper_run(name)`` looks any of these rows up by name (case-insensitive): a model name (``"BERT-Base"``), an OOD run
 (``"RoBERTa-Large_Adv"``), a debiasing method (``"ReSam"``, ``"LMix"``, ``"LMix-new"``, ``"CReg"``; also

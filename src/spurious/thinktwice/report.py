@@ -1,8 +1,9 @@
 """Report tables and the Figure 2-style plot from prediction-bias results.
 
-Input: the result dicts of ``spurious.thinktwice.bias.search_threshold`` (one per model × dataset × heuristic) to which the workflow
-adds ``model`` and ``dataset`` (and, for the Human reference, ``model: "Human"`` and ``annotator``). Values are in
-percentage points. A result without a found threshold has ``prediction_bias`` 0 (the paper reports "no threshold" as 0).
+Input: the result dicts of ``spurious.thinktwice.bias.search_threshold`` (one per model × dataset × heuristic) to which
+the workflow adds ``model`` and ``dataset`` (and, for the Human reference, ``model: "Human"`` and ``annotator``). Values
+are in percentage points. A result without a found threshold has ``prediction_bias`` 0 (the paper reports "no
+threshold" as 0).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """docs/config.md from the config schema: every key with its type, default and description, nested keys included.
 
-``python -m spurious.workflow.config_docs`` (``make config-docs``) writes the page; ``--check`` only compares. The page is
-derived from ``schemas/config.schema.yaml`` alone, so a schema change needs nothing but a rerun.
+``python -m spurious.workflow.config_docs`` (``make config-docs``) writes the page; ``--check`` only compares. The page
+is derived from ``schemas/config.schema.yaml`` alone, so a schema change needs nothing but a rerun.
 
 How the schema maps to rows: every ``properties`` key is a row named by its dotted path; a map (``additionalProperties``
 with a schema) continues the path with a placeholder, ``<dataset>`` under ``datasets`` (the parent key without its
@@ -252,7 +252,9 @@ def render(schema: Mapping[str, Any] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m spurious.workflow.config_docs", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m spurious.workflow.config_docs", description=__doc__.splitlines()[0]
+    )
     parser.add_argument("--out", type=Path, default=DOC_PATH, help=f"the page to write (default {DOC_PATH})")
     parser.add_argument("--check", action="store_true", help="only compare: exit 1 when the page differs")
     args = parser.parse_args(argv)

@@ -1,10 +1,10 @@
 """The generated parts of docs/paper-configs.md (the four paper configs' plans, their GPU-hours per card) and of
 docs/slurm.md (what the shipped profile asks for per rule and size class, against the plan's longest job).
 
-``python -m spurious.workflow.plan_docs`` (``make plan-docs``) rewrites the text between the ``<!-- generated: NAME -->``
-and ``<!-- end: NAME -->`` markers of both pages; ``--check`` only compares (tests/core/test_plan_docs.py fails while
-they are stale). Everything comes from ``spurious plan``'s own functions over configs/paper-*.yaml with
-profiles/slurm, and from profiles/slurm/config.yaml.
+``python -m spurious.workflow.plan_docs`` (``make plan-docs``) rewrites the text between the
+``<!-- generated: NAME -->`` and ``<!-- end: NAME -->`` markers of both pages; ``--check`` only compares
+(tests/core/test_plan_docs.py fails while they are stale). Everything comes from ``spurious plan``'s own functions
+over configs/paper-*.yaml with profiles/slurm, and from profiles/slurm/config.yaml.
 """
 
 from __future__ import annotations
@@ -53,7 +53,9 @@ WHY = {
     "aflite_ood_predict": "inference on the OOD sets",
     "spurious_train": "BERT-base/large on 3k-10k pairs, 6 epochs",
     "spurious_predict": "inference on the test and dev sets",
-    "spurious_icl": "a causal LM scoring every row with its demonstrations; Pythia-12b's weights pass through host memory",
+    "spurious_icl": (
+        "a causal LM scoring every row with its demonstrations; Pythia-12b's weights pass through host memory"
+    ),
     "audit": "inference on one GPU, the QA audit's heuristics on the job's CPUs",
 }
 

@@ -82,8 +82,8 @@ def _stop_when_gone(pid: int, logger: logging.Logger) -> None:
     else:
         select.select([fd], [], [])
         os.close(fd)
-    _say(logger, f"Snakemake (PID {pid}) is gone: stopping this job (SIGTERM) rather than letting it finish unrecorded; "
-                 "rerun with --rerun-incomplete (training resumes from its checkpoint)")
+    _say(logger, f"Snakemake (PID {pid}) is gone: stopping this job (SIGTERM) rather than letting it finish "
+                 "unrecorded; rerun with --rerun-incomplete (training resumes from its checkpoint)")
     os.kill(os.getpid(), signal.SIGTERM)
 
 

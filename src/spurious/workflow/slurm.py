@@ -351,7 +351,9 @@ def unmet(request: Request, nodes: list[Node]) -> str | None:
         )
     for node in members:
         fits = node.cpus >= request.cpus and node.mem_mb >= request.mem_mb and node.gpus >= request.gpus
-        in_time = node.time_limit_min is None or request.runtime_min is None or request.runtime_min <= node.time_limit_min
+        in_time = (
+            node.time_limit_min is None or request.runtime_min is None or request.runtime_min <= node.time_limit_min
+        )
         if fits and in_time:
             return None
     largest = max(members, key=lambda n: (n.gpus >= request.gpus, n.cpus, n.mem_mb, n.gpus))
@@ -411,14 +413,15 @@ def status_command_problem(status_command: str | None, init_interval_s: int) -> 
         return None
     reason = (probe.stderr or probe.stdout).strip() or f"exit status {probe.returncode}"
     fallback = "" if status_command != "squeue" else (
-        f" (it was asked for squeue, but MinJobAge = {age} s is under 3 x {init_interval_s} s, so it falls back to sacct)"
+        f" (it was asked for squeue, but MinJobAge = {age} s is under 3 x {init_interval_s} s, "
+        "so it falls back to sacct)"
     )
     return (
         f"the executor would read job states with sacct{fallback}, which fails on this cluster: {reason}. Without "
         "accounting it loses track of every job and waits forever. Use squeue: --slurm-status-command squeue on the "
         "command line or `slurm-status-command: squeue` in the profile; squeue needs slurmctld's MinJobAge "
-        f"(scontrol show config) at least 3 x the first status-check interval (--slurm-init-seconds-before-status-checks, "
-        f"now {init_interval_s} s)."
+        "(scontrol show config) at least 3 x the first status-check interval "
+        f"(--slurm-init-seconds-before-status-checks, now {init_interval_s} s)."
     )
 
 
@@ -469,7 +472,9 @@ def check_workflow(workflow: Any) -> None:
     plan = os.environ.get(PLAN_ENV)
     if plan:
         write_plan(Path(plan), requests, nodes, problems)
-        raise SlurmRequestError(f"{PLAN_ENV} is set: wrote the plan of {len(requests)} submissions to {plan}; nothing was submitted")
+        raise SlurmRequestError(
+            f"{PLAN_ENV} is set: wrote the plan of {len(requests)} submissions to {plan}; nothing was submitted"
+        )
     if problems:
         raise SlurmRequestError(
             f"this run cannot go through SLURM as configured ({len(requests)} submissions planned); nothing was "

@@ -1,6 +1,7 @@
 """Extractive QA: featurisation, fine-tuning with resumable checkpoints, and span prediction.
 
-Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; the authors' ``evaluate_model_on_dataset``, MIR-MU/isbiased):
+Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; the authors'
+``evaluate_model_on_dataset``, MIR-MU/isbiased):
 
 * Featurisation: question (left-stripped) + context, ``only_second`` truncation with ``max_length``/``stride`` sliding
   windows, offset mappings; a window's start/end labels are the (inclusive) token indices of the first gold answer, or
@@ -8,13 +9,13 @@ Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; the
 * Post-processing: the ``n_best`` highest start and end logits of every window, spans of at most
   ``max_answer_length`` tokens lying in the context, score = start + end logit, best over all windows of a question;
   an empty string when no valid span exists.
-* Training: the engine ``spurious.core.engine`` (Accelerate; AdamW + linear schedule, gradient clipping at 1.0 as the
-  HF ``Trainer`` defaults; exact resumption after preemption, a data order that is a function of the seed, N processes
-  with the configured global batch). The validation loss is evaluated every ``eval_every`` steps, early stopping counts evaluations without improvement,
-  and the checkpoint with the lowest validation loss is the one saved.
-* Debiasing hooks of ``train_qa``: a training objective replacing the QA loss (LearnedMixin, confidence
-  regularisation; it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.core.logits``),
-  a custom checkpoint selection (the biased-minus-unbiased F1 gap for bias models, ``segment_gap_selection``), and
+* Training: the engine ``spurious.core.engine`` (Accelerate; AdamW + linear schedule, gradient clipping at 1.0 as the HF
+  ``Trainer`` defaults; exact resumption after preemption, a data order that is a function of the seed, N processes with
+  the configured global batch). The validation loss is evaluated every ``eval_every`` steps, early stopping counts
+  evaluations without improvement, and the checkpoint with the lowest validation loss is the one saved.
+* Debiasing hooks of ``train_qa``: a training objective replacing the QA loss (LearnedMixin, confidence regularisation;
+  it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.core.logits``), a custom
+  checkpoint selection (the biased-minus-unbiased F1 gap for bias models, ``segment_gap_selection``), and
   validation-loss curves on extra (e.g. out-of-distribution) frames.
 
 The QA loss is computed here, not by the model: cross-entropy of start and end positions averaged, with padding

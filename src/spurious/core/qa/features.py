@@ -1,4 +1,5 @@
-"""Featurisation of QA records into windows (training and prediction) and the post-processing of span logits into answers."""
+"""Featurisation of QA records into windows (training and prediction) and the post-processing of span logits into
+answers."""
 
 from __future__ import annotations
 

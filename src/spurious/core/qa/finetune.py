@@ -1,4 +1,5 @@
-"""QA fine-tuning on the engine (spurious.core.engine): the QA loss and objectives, validation, selection, early stopping."""
+"""QA fine-tuning on the engine (spurious.core.engine): the QA loss and objectives, validation, selection, early
+stopping."""
 
 from __future__ import annotations
 
@@ -240,12 +241,12 @@ def segment_gap_selection(
     """A checkpoint selection for bias models: F1 on the biased minus F1 on the unbiased validation segment.
 
     The reference keeps the bias-model checkpoint whose F1 differs most between the biased and the unbiased segment
-    (App. B.2.1; MIR-MU/isbiased, ``learnedMixinH/train_all_biased_models.py``): the most *biased* model, not the most accurate one. ``max_examples`` takes the
-    same seeded subset of each frame as ``eval_max_examples`` does (the reference evaluates 200 rows of each).
-    ``max_unbiased_f1`` restricts the choice to checkpoints whose F1 on the unbiased segment stays below it (their
-    score is NaN otherwise, which never improves): a bias model that answers unbiased questions well is a general QA
-    model, and LMix/CReg would then remove the task instead of the shortcut. The gap is recorded as ``f1_gap`` either
-    way. The returned function carries a ``fingerprint`` for the run fingerprint.
+    (App. B.2.1; MIR-MU/isbiased, ``learnedMixinH/train_all_biased_models.py``): the most *biased* model, not the most
+    accurate one. ``max_examples`` takes the same seeded subset of each frame as ``eval_max_examples`` does (the
+    reference evaluates 200 rows of each). ``max_unbiased_f1`` restricts the choice to checkpoints whose F1 on the
+    unbiased segment stays below it (their score is NaN otherwise, which never improves): a bias model that answers
+    unbiased questions well is a general QA model, and LMix/CReg would then remove the task instead of the shortcut. The
+    gap is recorded as ``f1_gap`` either way. The returned function carries a ``fingerprint`` for the run fingerprint.
     """
     from spurious.core.metrics import evaluate
 
@@ -309,9 +310,9 @@ def train_qa(
       and a compiled run (the ``compile`` setting) compiles it with the model. Its parameters are trained with the
       model (same weight decay rules, same gradient clipping), its state is checkpointed, and its logged values go to
       the progress line and the ``train_losses`` rows. The validation loss stays the plain ``qa_loss``: the reference
-      validates without bias or teacher terms (as the authors' code does), and the losses stay comparable across methods.
-      The objective must be identified for the run fingerprint: by the factory's ``fingerprint`` attribute or by
-      ``objective_id`` (both go into the fingerprint and the summary).
+      validates without bias or teacher terms (as the authors' code does), and the losses stay comparable across
+      methods. The objective must be identified for the run fingerprint: by the factory's ``fingerprint`` attribute or
+      by ``objective_id`` (both go into the fingerprint and the summary).
     * ``selection(model, tokenizer) -> (score, info)`` (higher is better), evaluated at every evaluation point; the
       kept checkpoint and early stopping then follow it instead of the validation loss (``segment_gap_selection``
       for bias models). The summary records ``selection_history``, ``best_step`` and ``best_score``.

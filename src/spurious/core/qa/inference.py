@@ -1,4 +1,5 @@
-"""Running a QA model: the loss, validation loss, logits per window, predictions, and the logits files of the debiasing methods."""
+"""Running a QA model: the loss, validation loss, logits per window, predictions, and the logits files of the
+debiasing methods."""
 
 from __future__ import annotations
 
@@ -303,8 +304,9 @@ def infer_feature_logits(
     The windows are made exactly as ``train_qa`` makes them (``training_features`` with the tokenizer of
     ``tokenizer_from``, the main model, and the main run's ``max_length``/``stride``), so row ``i`` of the store is the
     ``feature_index`` ``i`` a training objective receives. ``tokenizer_from`` must be the main model's name exactly as
-    the consuming ``train_qa`` gets it (``model_name_or_path``): it is the fingerprint's tokenizer name. ``eval_batch_size``, ``device``, ``bf16``, ``threads`` and
-    ``attention`` only affect speed (bf16 rounds the stored logits; packed windows round differently).
+    the consuming ``train_qa`` gets it (``model_name_or_path``): it is the fingerprint's tokenizer name.
+    ``eval_batch_size``, ``device``, ``bf16``, ``threads`` and ``attention`` only affect speed (bf16 rounds the stored
+    logits; packed windows round differently).
     """
     s = resolve_settings(settings)
     emit = log or logger.info

@@ -1,4 +1,5 @@
-"""The exact permutation test for a model's lexical bias: usual and unusual examples, the hypergeometric tail, bigram samples."""
+"""The exact permutation test for a model's lexical bias: usual and unusual examples, the hypergeometric tail, bigram
+samples."""
 
 from __future__ import annotations
 
@@ -252,7 +253,8 @@ def correct_predictions(
     missing_cols = [c for c in ("id", "prediction") if c not in predictions.columns]
     if missing_cols:
         raise ValueError(
-            f"{source}: no column(s) {missing_cols} (has {list(predictions.columns)}); a predictions file needs id and prediction"
+            f"{source}: no column(s) {missing_cols} (has {list(predictions.columns)}); a predictions file needs id "
+            "and prediction"
         )
     by_id = pd.Series(predictions["prediction"].to_numpy(), index=predictions["id"].astype(str))
     if by_id.index.duplicated().any():

@@ -1,4 +1,5 @@
-"""SpuriousBench's feature inventory (Table 1): the feature specifications, categories, kinds and the paper's settings."""
+"""SpuriousBench's feature inventory (Table 1): the feature specifications, categories, kinds and the paper's
+settings."""
 
 from __future__ import annotations
 

@@ -229,7 +229,9 @@ def read_split(path: str | Path) -> pd.DataFrame:
 
     meta = io.read_parquet_metadata(path)
     if "label_names" not in meta:
-        raise ValueError(f"{path}: not a SpuriousBench split (no label names in its metadata); build it with spurious_build")
+        raise ValueError(
+            f"{path}: not a SpuriousBench split (no label names in its metadata); build it with spurious_build"
+        )
     frame = readers.read_parquet(path)
     if "text_b" not in frame.columns:
         frame["text_b"] = None

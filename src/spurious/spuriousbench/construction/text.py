@@ -14,7 +14,8 @@ if TYPE_CHECKING:
 
 
 def load_nlp(**kwargs: Any) -> Language:
-    """The project's spaCy model (``spurious.core.resources.load_spacy``) with tagger and parser, without ner/lemmatizer."""
+    """The project's spaCy model (``spurious.core.resources.load_spacy``) with tagger and parser, without
+    ner/lemmatizer."""
     from spurious.core.resources import load_spacy
 
     kwargs.setdefault("exclude", ("lemmatizer", "ner"))

@@ -5,17 +5,18 @@ Inputs, as the workflow writes them:
 - per-example predictions per (run, dataset): a frame (or parquet path) with ``id``, ``em`` (0/100) and ``f1`` (0–100);
 - metrics dicts (``exact_match``, ``f1``, ``n``, ``model``, ``seed``, ``dataset``, ``split``, ``run``, ``method``,
   ``addressed``);
-- bias results: the dicts of ``spurious.thinktwice.bias.search_threshold`` plus ``model``, ``model_seed``, ``run``, ``dataset``,
-  ``split``, ``method``, ``addressed``;
+- bias results: the dicts of ``spurious.thinktwice.bias.search_threshold`` plus ``model``, ``model_seed``, ``run``,
+  ``dataset``, ``split``, ``method``, ``addressed``;
 - training summaries (``training.json``) with ``validation_curves: {name: [{step, loss}]}``.
 
 ``method`` is one of ``original``, ``plain``, ``resam``, ``lmix``, ``creg`` (``biasmodel`` and unknown methods are
 ignored); ``addressed`` is the heuristic a debiased model was trained against. ``plain`` is the matched control:
-standard fine-tuning with the debiased runs' training data, steps, initialisation and seed, so that a difference to
-it is the method's alone. A debiased model is compared with the plain run of the same model name and seed where there
-is one and, as a second column group, with the *original* model (the paper's comparison). All values are percentage points. Tables are DataFrames with a caption in
-``df.attrs["caption"]`` (write them with :func:`spurious.thinktwice.report.write_table`, Table 1 with :func:`write_table1`);
-figures are written as PNG and SVG, atomically and byte-reproducibly (Agg canvas, no dates in the metadata).
+standard fine-tuning with the debiased runs' training data, steps, initialisation and seed, so that a difference to it
+is the method's alone. A debiased model is compared with the plain run of the same model name and seed where there is
+one and, as a second column group, with the *original* model (the paper's comparison). All values are percentage points.
+Tables are DataFrames with a caption in ``df.attrs["caption"]`` (write them with
+:func:`spurious.thinktwice.report.write_table`, Table 1 with :func:`write_table1`); figures are written as PNG and SVG,
+atomically and byte-reproducibly (Agg canvas, no dates in the metadata).
 """
 
 from spurious.thinktwice.debias_report.bias_tables import (

@@ -169,8 +169,8 @@ def methods_bias_table(
                 rows.append(row)
     columns = [
         "model", "dataset", "split", "heuristic", "method", "n_seeds", "n_found", "prediction_bias", "change",
-        "change_vs_original", "threshold", "worse_group", "worse_size", "worse_em_mean", "worse_em_q025", "worse_em_q975",
-        "sample_size", "iterations",
+        "change_vs_original", "threshold", "worse_group", "worse_size", "worse_em_mean", "worse_em_q025",
+        "worse_em_q975", "sample_size", "iterations",
     ]  # fmt: skip
     if with_paper:
         columns.insert(columns.index("prediction_bias") + 1, "prediction_bias" + PAPER_SUFFIX)
@@ -213,8 +213,8 @@ def figure5(
     split: str | None = None,
     title: str | None = None,
 ) -> None:
-    """Figure 5: per heuristic, one bar per method (the debiased models measured on the heuristic they address),
-    drawn like Figure 2 (:func:`spurious.thinktwice.report.figure2`): the worse segment's EM mean with its bootstrap interval
+    """Figure 5: per heuristic, one bar per method (the debiased models measured on the heuristic they address), drawn
+    like Figure 2 (:func:`spurious.thinktwice.report.figure2`): the worse segment's EM mean with its bootstrap interval
     and the prediction bias on top; where no threshold was found, why (the first seed's ``reason``). One panel row per
     model, dataset and split (and four heuristics); several seeds are averaged as in :func:`methods_bias_table`."""
     table = methods_bias_table(bias_results, dataset=dataset, split=split)
@@ -269,9 +269,9 @@ def _baseline_text(baseline: str) -> str:
 def _cross_caption(n_seeds: int | str, with_paper: bool, baseline: str = ORIGINAL) -> str:
     text = (
         "prediction bias of the model debiased for the row heuristic on the column heuristic minus "
-        f"{_baseline_text(baseline)} (same seed), in points; negative = less bias; 0 counted where no threshold was found; mean over "
-        f"seeds (n = {n_seeds}). others_mean = the mean over the row's other heuristics. A bias is a distance between "
-        "bootstrap intervals and has no interval of its own."
+        f"{_baseline_text(baseline)} (same seed), in points; negative = less bias; 0 counted where no threshold was "
+        f"found; mean over seeds (n = {n_seeds}). others_mean = the mean over the row's other heuristics. A bias is "
+        "a distance between bootstrap intervals and has no interval of its own."
     )
     if with_paper:
         text += " diagonal (paper) = the paper's change on the addressed heuristic (Figure 5 data, BERT-Base)."
@@ -523,7 +523,9 @@ def figure6_table(
     if not rows:
         raise ValueError(f"no debiased model measured on the heuristic it addresses ({dataset}/{split})")
     df = pd.DataFrame(rows)
-    measured = report.ordered_heuristics(c for c in df.columns if c not in {"method", "addressed", "n_seeds", "others_mean"})
+    measured = report.ordered_heuristics(
+        c for c in df.columns if c not in {"method", "addressed", "n_seeds", "others_mean"}
+    )
     df = df[["method", "addressed", "n_seeds", *measured, "others_mean"]]
     df.attrs["caption"] = (
         f"Figure 6 ({dataset}/{split}): per method, the addressed heuristic with the largest reduction of its own "

@@ -172,7 +172,9 @@ def _table1_paper(method: str, addressed: str, datasets: Sequence[str], heuristi
     return out
 
 
-def _pair_runs(runs: Sequence[_Run]) -> tuple[dict[str, dict[tuple[str, Any], _Run]], dict[tuple[str, str, str], list[_Run]]]:
+def _pair_runs(
+    runs: Sequence[_Run],
+) -> tuple[dict[str, dict[tuple[str, Any], _Run]], dict[tuple[str, str, str], list[_Run]]]:
     """(baselines, debiased): the original and plain run of every (model, seed), and the debiased runs by (model,
     method, addressed heuristic); ValueError for a duplicate baseline or a debiased or plain run without its
     baselines."""
@@ -195,7 +197,9 @@ def _pair_runs(runs: Sequence[_Run]) -> tuple[dict[str, dict[tuple[str, Any], _R
         debiased.setdefault((r.model, r.method, str(r.addressed)), []).append(r)
     for key in controls:
         if key not in originals:
-            raise ValueError(f"plain run {controls[key].run!r} has no original run of model {key[0]!r}, seed {key[1]!r}")
+            raise ValueError(
+                f"plain run {controls[key].run!r} has no original run of model {key[0]!r}, seed {key[1]!r}"
+            )
     return baselines, debiased
 
 
@@ -243,7 +247,10 @@ def _table1_caption(
             "original)"
         )
         if original_matches_control is True:
-            control_text += "; here the original model was trained on the same data with the same budget, so the two coincide up to training noise."
+            control_text += (
+                "; here the original model was trained on the same data with the same budget, so the two coincide "
+                "up to training noise."
+            )
         elif original_matches_control is False:
             control_text += (
                 "; here the original model was trained on other data or with another budget, so those differences "

@@ -263,7 +263,9 @@ def runs_table(
 
 #: Quality floors of the debiasing demo (issue 12): a debiased model keeps most of its control's in-distribution EM,
 #: the LMix gate neither vanishes nor runs away, and the bias model is a shortcut, not a general QA model.
-FLOORS = {"em_vs_control_min": 0.6, "gate_min": 0.2, "gate_max": 2.5, "bias_gap_min": 10.0, "bias_unbiased_f1_max": 20.0}
+FLOORS = {
+    "em_vs_control_min": 0.6, "gate_min": 0.2, "gate_max": 2.5, "bias_gap_min": 10.0, "bias_unbiased_f1_max": 20.0
+}
 
 
 def quality_floors(runs: pd.DataFrame, bias_models: pd.DataFrame, floors: Mapping[str, float] = FLOORS) -> pd.DataFrame:

@@ -1,8 +1,9 @@
-"""The seven bias-exploiting heuristics of *Think Twice* (paper §4.1; the authors' code: MIR-MU/isbiased, ``isbiased/heuristics.py``).
+"""The seven bias-exploiting heuristics of *Think Twice* (paper §4.1; the authors' code: MIR-MU/isbiased,
+``isbiased/heuristics.py``).
 
-Each heuristic maps a QA example to a scalar attribute ``A_h`` that the prediction-bias search (``spurious.thinktwice.bias``)
-thresholds.  :func:`compute_heuristics` evaluates any subset of them on a QA frame and returns ``id`` plus one
-float64 column per heuristic, named as in :data:`HEURISTICS`.
+Each heuristic maps a QA example to a scalar attribute ``A_h`` that the prediction-bias search
+(``spurious.thinktwice.bias``) thresholds.  :func:`compute_heuristics` evaluates any subset of them on a QA frame and
+returns ``id`` plus one float64 column per heuristic, named as in :data:`HEURISTICS`.
 
 Three definitions are available, because the paper's text, the authors' code and a corrected version of that code
 disagree, and each is needed for a different purpose:
@@ -21,19 +22,20 @@ disagree, and each is needed for a different purpose:
     later subject that is missing from the context overwrite an earlier hit with -1).
 
 * ``compat="isbiased"``: the authors' code, bugs included, for checking against their published values.  Two parts
-  cannot be exact offline because NLTK's ``punkt`` model is unavailable; see :func:`text._word_tokenize_like` (sim-word:
-  NLTK's Punkt algorithm with a listed abbreviation set + NLTK's Treebank tokenizer) and :func:`measures._ans_pos` (spaCy
-  dependency-parser sentences instead of ``sent_tokenize``) for the documented substitutes.  On the 5,397
-  questions of the even-numbered SQuAD-dev articles it reproduces the authors' published values of word-dist,
-  cos-sim, ans-len, sim-ents and subj-pos for every question (``tests/thinktwice/test_heuristics.py``).
+  cannot be exact offline because NLTK's ``punkt`` model is unavailable; see :func:`text._word_tokenize_like`
+  (sim-word: NLTK's Punkt algorithm with a listed abbreviation set + NLTK's Treebank tokenizer) and
+  :func:`measures._ans_pos` (spaCy dependency-parser sentences instead of ``sent_tokenize``) for the documented
+  substitutes.  On the 5,397 questions of the even-numbered SQuAD-dev articles it reproduces the authors' published
+  values of word-dist, cos-sim, ans-len, sim-ents and subj-pos for every question
+  (``tests/thinktwice/test_heuristics.py``).
 
 * ``variants``: where the paper's prose defines a heuristic differently from the code, that definition is offered
   by name (see :data:`VARIANTS`); variants build on the default definitions.
 
 spaCy work (sentences, entities, question subjects) runs batched with ``nlp.pipe`` over *distinct* texts only and
-only for the heuristics that need it, in ``threads`` forked worker processes (:class:`parsing._JobRunner`), because parsing
-dominates the run time (SQuAD dev: 10,570 questions but only 2,067 distinct contexts).  All seven heuristics on
-SQuAD dev take ~60 CPU-seconds (``benchmarks/bench_heuristics.py``).
+only for the heuristics that need it, in ``threads`` forked worker processes (:class:`parsing._JobRunner`), because
+parsing dominates the run time (SQuAD dev: 10,570 questions but only 2,067 distinct contexts).  All seven heuristics
+on SQuAD dev take ~60 CPU-seconds (``benchmarks/bench_heuristics.py``).
 """
 
 # the spaCy loader the heuristics use, for callers that pass their own pipeline (nlp=...)

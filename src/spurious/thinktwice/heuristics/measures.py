@@ -1,4 +1,5 @@
-"""The per-question values of the seven heuristics (one float per row; shared per-context work is cached by the caller)."""
+"""The per-question values of the seven heuristics (one float per row; shared per-context work is cached by the
+caller)."""
 
 from __future__ import annotations
 

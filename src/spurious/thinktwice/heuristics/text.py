@@ -1,4 +1,5 @@
-"""Text helpers of the heuristics: NLTK-like word tokenisation (no punkt model offline), TF-IDF, context tokens, question types, answers."""
+"""Text helpers of the heuristics: NLTK-like word tokenisation (no punkt model offline), TF-IDF, context tokens,
+question types, answers."""
 
 from __future__ import annotations
 
@@ -26,10 +27,10 @@ _WH_WORDS = frozenset({"who", "whom", "whose", "when", "where", "how", "what", "
 _PUNKT_ABBREVIATIONS = frozenset(
     {
         "mr", "mrs", "ms", "dr", "st", "jr", "sr", "vs", "etc", "inc", "co", "corp", "ltd", "no", "nos", "jan", "feb",
-        "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "gen", "gov", "sen", "rep", "rev", "prof",
-        "col", "lt", "sgt", "capt", "cmdr", "adm", "ft", "mt", "ave", "blvd", "dept", "univ", "approx", "est", "fig",
-        "vol", "ed", "eds", "pp", "cf", "al", "ca", "op", "u.s", "u.k", "u.n", "e.g", "i.e", "a.m", "p.m", "d.c", "b.c",
-        "a.d", "ph.d", "u.s.a", "n.y", "l.a",
+        "mar", "apr", "jun", "jul", "aug", "sep", "sept", "oct", "nov", "dec", "gen", "gov", "sen", "rep", "rev",
+        "prof", "col", "lt", "sgt", "capt", "cmdr", "adm", "ft", "mt", "ave", "blvd", "dept", "univ", "approx", "est",
+        "fig", "vol", "ed", "eds", "pp", "cf", "al", "ca", "op", "u.s", "u.k", "u.n", "e.g", "i.e", "a.m", "p.m", "d.c",
+        "b.c", "a.d", "ph.d", "u.s.a", "n.y", "l.a",
     }
 )
 
