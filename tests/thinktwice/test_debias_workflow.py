@@ -5,6 +5,9 @@ and out of distribution, and the debiasing report."""
 from __future__ import annotations
 
 import json
+import shutil
+import subprocess
+import textwrap
 
 import numpy as np
 import pandas as pd
@@ -12,7 +15,7 @@ import pytest
 import yaml
 
 from tests.conftest import WORKFLOW_CORES
-from tests.core.test_workflow import snakemake, tiny_config
+from tests.core.test_workflow import SNAKEMAKE, _env, insert_before, job_counts, snakemake, tiny_config, workflow_copy
 
 
 @pytest.fixture(scope="module")
@@ -143,3 +146,45 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
     for name in ("figure5", "cross_bias", "figure3", "loss_curves", "figure6"):
         for ext in ("png", "svg"):
             assert (res / f"report/debias/{name}.{ext}").stat().st_size > 0
+
+
+def test_a_method_added_by_one_track_entry_trains_through_the_workflow(tiny_debias_run, tmp_path):
+    """docs/ARCHITECTURE.md's recipe: one DebiasMethod entry in thinktwice/track.py plus its objective builder; no other
+    file edited (the wildcards, the schema's method list, the rules' inputs and the training adapter read the entry).
+    The toy method is LearnedMixin without its entropy term at scale 1: its losses differ from the plain control's."""
+    work, cfg_path = tiny_debias_run
+    code = workflow_copy(tmp_path / "code")
+    track_file = code / "src/spurious/thinktwice/track.py"
+    insert_before(track_file, "#: The debiasing methods (paper §5)", textwrap.dedent('''\
+        def _toy_objective(run: MethodRun, features: Any) -> Any:
+            from spurious.core.models import load_config
+            from spurious.thinktwice import debias
+
+            return debias.LearnedMixinObjective(window_logits(run, features, "bias_logits"), entropy_weight=0.0,
+                                                hidden_size=load_config(run.checkpoint).hidden_size, scale=1.0)
+
+
+        '''))
+    insert_before(track_file, ")\nMETHOD_OF: dict[str, DebiasMethod]",
+                  '    DebiasMethod("toy", "Toy", reads=("train", "bias_logits"), objective=_toy_objective),\n')
+    copied = tmp_path / "work"
+    shutil.copytree(work, copied, symlinks=True)
+    config = yaml.safe_load(cfg_path.read_text())
+    config["debias"]["methods"] = ["plain", "resam", "lmix", "creg", "toy"]
+    config_file = tmp_path / "toy.yaml"
+    config_file.write_text(yaml.safe_dump(config, sort_keys=False))
+    target = "results/models/minilm/toy/word-dist/seed0/training.json"
+    cmd = [*SNAKEMAKE, "-s", str(code / "Snakefile"), "--directory", str(copied), "--cores", WORKFLOW_CORES, target,
+           "--configfile", str(config_file)]
+    proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(_env(), PYTHONPATH=str(code / "src")),
+                          timeout=600)
+    assert proc.returncode == 0, proc.stderr[-6000:]
+    assert job_counts(proc.stderr) == {"train_debiased": 1}, proc.stderr[-3000:]
+
+    toy = json.loads((copied / target).read_text())
+    plain = json.loads((copied / "results/models/minilm/plain/seed0/training.json").read_text())
+    assert toy["method"] == "toy" and toy["addressed"] == "word-dist" and toy["run"] == "minilm/toy/word-dist/seed0"
+    toy_losses = [row["loss"] for row in toy["train_losses"]]
+    plain_losses = [row["loss"] for row in plain["train_losses"]]
+    assert len(toy_losses) == len(plain_losses) and np.all(np.isfinite(toy_losses))
+    assert toy_losses[0] != plain_losses[0]  # the same data, initialisation and seed: only the objective differs
