@@ -1,15 +1,20 @@
-"""What the cost estimates of ``spurious plan`` share (the formula is in ``spurious.workflow.plan``): the rows of a
-configured split before anything is downloaded (:func:`split_rows`, from the published split sizes in
+"""What every paper's cost estimates share (``spurious plan``; the formula is in ``spurious.workflow.plan``): the rows
+of a configured split before anything is downloaded (:func:`split_rows`, from the published split sizes in
 :data:`SPLIT_ROWS` and the files in :data:`FILE_ROWS`), QA windows (:func:`qa_windows`), a training job's steps
-(:func:`steps_of`) and the estimate of one job (:class:`JobCost`).
+(:func:`steps_of`), the estimate of one job (:class:`JobCost`), and what an estimator may use of the planner
+(:class:`Costing`).
+
+Each paper package's ``costs`` module holds the estimators of its GPU rules (:data:`Estimator`: what a job of the rule
+trains or runs, on how many rows, at which length), in a table by rule that the workflow's plan combines; the
+measured step times, the cards and the planner that turns the work into seconds live in the workflow's plan.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and the model onto the card
 CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
@@ -200,3 +205,30 @@ def evaluations(settings: Mapping[str, Any], steps: float) -> float:
     every = settings.get("eval_every")
     return math.ceil(steps / every) if isinstance(every, int) and every else 1
 
+
+class Costing(Protocol):
+    """What an estimator uses of the plan's planner: the config, the card's factor (its seconds per second on the
+    H200, for work timed here rather than by :meth:`train` or :meth:`forward`), the measurements the output names, and
+    the costing of a model's training and forward passes."""
+
+    config: Mapping[str, Any]
+    factor: float
+    model_bases: dict[str, str]
+
+    def model(self, cost: JobCost) -> Any:
+        """The size of the job's model (the workflow's ``ModelSize``: ``parameters``, ...), its measurement noted."""
+
+    def train(self, cost: JobCost, size: Any, settings: Mapping[str, Any], rows: Rows, eval_rows: float = 0.0,
+              evals: float = 0.0, max_length: int | None = None, mean_length: float | None = None,
+              questions: float = 0.0) -> None:
+        """A training job: start-up, steps, evaluations, checkpoints and first-seen batch shapes."""
+
+    def forward(self, cost: JobCost, size: Any, rows: Rows, length: int, what: str, questions: float = 0.0) -> None:
+        """``rows`` of ``length`` tokens through the model, and the start-up."""
+
+    def hidden_width(self, checkpoint: str) -> int | None:
+        """The width of a checkpoint's representations, where its architecture is known offline."""
+
+
+#: ``estimate(planner, cost, wildcards, params)``: adds a GPU rule's job's seconds, rows' kinds and basis to ``cost``.
+Estimator = Callable[[Costing, JobCost, Mapping[str, str], Mapping[str, Any]], None]

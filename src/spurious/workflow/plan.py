@@ -27,6 +27,12 @@ resources, nothing executed, no cluster and no network needed); every planned jo
   weights, 4 bytes; activations come on top). **Disk**: models (4 bytes a parameter), the resumable checkpoints while
   a job runs (12 bytes a parameter: weights and optimizer state), logits, embeddings and parquet files.
 
+What a GPU job trains or runs (its rows, steps, lengths) is each paper's to say: the estimators of its rules live in
+its package's ``costs`` module (``spurious.thinktwice.costs``, ``spurious.lexical.costs``, ``spurious.aflite.costs``,
+``spurious.spuriousbench.costs``), on what they share in :mod:`spurious.core.costs` (rows, QA windows, steps, the
+job's cost); this module turns that work into seconds (:class:`Planner`) and composes their tables
+(:data:`GPU_ESTIMATORS`).
+
 Every number carries its basis (which measurement, on which card, or which assumption) into the output.
 """
 
@@ -41,22 +47,21 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spurious.aflite import costs as aflite_costs
 from spurious.core.costs import (
     CPU_JOB_STARTUP_S,
     GPU_JOB_STARTUP_S,
-    PREDICTION_ROW_BYTES,
+    Estimator,
     JobCost,
     Rows,
-    evaluations,
-    is_mrqa,
     padding_multiple,
-    qa_windows,
-    settings_of,
     split_rows,
-    squad_windows,
     steps_of,
     worst_kind,
 )
+from spurious.lexical import costs as lexical_costs
+from spurious.spuriousbench import costs as spuriousbench_costs
+from spurious.thinktwice import costs as thinktwice_costs
 from spurious.workflow.sizes import ModelSize, architecture, model_size
 
 # ---------------------------------------------------------------------------------------------------- measurements
@@ -179,7 +184,10 @@ CPU_ASSUMED = {
 GPU_ASSUMED = {"lexical_reweight": 120.0, "audit": 600.0}
 
 ROW_BYTES = {"qa": 1_000, "classification": 200}  # assumed parquet bytes per row
-ICL_TOKENS_PER_EXAMPLE = {"sst2": 32, "mnli": 64}  # assumed prompt tokens per demonstration or query
+
+# The estimators of the papers' GPU rules, by rule (each paper's ``costs`` module)
+GPU_ESTIMATORS: dict[str, Estimator] = {**thinktwice_costs.ESTIMATORS, **lexical_costs.ESTIMATORS,
+                                        **aflite_costs.ESTIMATORS, **spuriousbench_costs.ESTIMATORS}
 
 
 # ---------------------------------------------------------------------------------------------------- one job
@@ -290,6 +298,10 @@ class Planner:
             self.model_bases[ref.source] = ref.label()
         return size
 
+    def hidden_width(self, checkpoint: str) -> int | None:
+        arch = architecture(checkpoint)
+        return arch.hidden if arch else None
+
     def train(self, cost: JobCost, size: ModelSize, settings: Mapping[str, Any], rows: Rows,
               eval_rows: float = 0.0, evals: float = 0.0, max_length: int | None = None,
               mean_length: float | None = None, questions: float = 0.0) -> None:
@@ -372,222 +384,6 @@ def _shapes(settings: Mapping[str, Any], length: int, multiple: int, evaluation:
     if evaluation or settings.get("group_by_length"):
         return widths
     return min(widths, 2)
-
-
-# ---------------------------------------------------------------------------------------------------- per rule
-
-def _qa_model_splits(p: Planner, name: str) -> tuple[dict[str, str], dict[str, str]]:
-    model = p.config["models"][name]
-    return model["train"], model["validation"]
-
-
-def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """train, train_plain, train_debiased, scale_search_train, train_bias_model: QA fine-tuning with validation-loss
-    evaluations (a debiased run's rows are its training split's, which bounds any segment or resampled set)."""
-    size = p.model(cost)
-    settings = settings_of(params)
-    train, validation = _qa_model_splits(p, w["model"])
-    debias = p.config.get("debias") or {}
-    if cost.rule != "train" and debias.get("train"):
-        train = debias["train"]
-    length = settings.get("max_length", 384)
-    rows = qa_windows(p.config, train["dataset"], train["split"], length)
-    if cost.rule != "train":
-        rows = Rows(rows.n, worst_kind([rows.kind, "bound"]), f"at most {rows.basis}")
-    steps, _, _ = steps_of(settings, rows)
-    val = qa_windows(p.config, validation["dataset"], validation["split"], length)
-    val_questions = split_rows(p.config, validation["dataset"], validation["split"]).n
-    eval_questions = min(val_questions, settings.get("eval_max_examples") or math.inf)
-    eval_rows = val.n * eval_questions / val_questions  # the validation windows of the questions evaluated
-    if cost.rule == "train_bias_model":
-        selection = (debias.get("bias_model") or {}).get("selection_max_examples")
-        eval_rows += 2 * min(val.n, selection or val.n)
-    mrqa = is_mrqa(p.config, train["dataset"], train["split"])
-    questions = split_rows(p.config, train["dataset"], train["split"]).n + eval_questions
-    p.train(cost, size, settings, rows, eval_rows=eval_rows, evals=evaluations(settings, steps), max_length=length,
-            mean_length=None if mrqa else squad_windows(length)[1], questions=questions)
-
-
-def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """predict, feature_logits, scale_search_score: every window of a split through the model."""
-    size = p.model(cost)
-    settings = settings_of(params)
-    length = settings.get("max_length", 384)
-    dataset, split = (w.get("dataset"), w.get("split"))
-    if cost.rule == "scale_search_score":
-        _, validation = _qa_model_splits(p, w["model"])
-        dataset, split = validation["dataset"], validation["split"]
-    rows = qa_windows(p.config, dataset, split, length)
-    questions = split_rows(p.config, dataset, split).n
-    limit = params.get("max_examples") if cost.rule == "scale_search_score" else None
-    if limit:
-        per_question = squad_windows(length)[0]
-        rows = Rows(min(rows.n, limit * per_question), rows.kind, f"{rows.basis}, at most {limit:,}")
-        questions = min(questions, limit)
-    # prediction batches are sorted by length: as wide as their windows (SQuAD's mean; MRQA's unknown: max_length)
-    width = length if is_mrqa(p.config, dataset, split) else squad_windows(length)[1]
-    if cost.gpus:
-        width = min(length, width + (padding_multiple(settings, False) - 1) / 2)
-    p.forward(cost, size, rows, round(width), cost.rule, questions=questions)
-    if cost.rule == "feature_logits":
-        cost.disk_bytes += rows.n * length * 2 * 4  # start and end logits, float32
-    else:
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-def _lexical_split(p: Planner, dataset: str, key: str) -> Rows:
-    return split_rows(p.config, dataset, p.config["lexical"]["datasets"][dataset][key])
-
-
-def _est_lexical_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    settings = settings_of(params)
-    rows = _lexical_split(p, w["dataset"], "train")
-    p.train(cost, size, settings, rows, max_length=settings.get("max_length", settings.get("max_tokens", 128)))
-
-
-def _est_lexical_predict(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    rows = _lexical_split(p, w["dataset"], "test")
-    p.forward(cost, size, rows, settings_of(params).get("max_length", 128), "test split")
-    cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-def _aflite_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
-    return p.config["aflite"]["text"]["datasets"][dataset]
-
-
-def _aflite_pool(p: Planner, dataset: str) -> Rows:
-    spec = _aflite_dataset(p, dataset)
-    train = split_rows(p.config, dataset, spec["train"])
-    rep = p.config["aflite"]["text"]["representation"]
-    if rep["source"] != "warmup":
-        return train
-    share = 1 - rep["warmup"]["fraction"]
-    return train.scaled(share, f"less the {rep['warmup']['fraction']:.0%} warm-up")
-
-
-def _aflite_train_set(p: Planner, dataset: str, train_set: str) -> Rows:
-    """D (the pool), or a filtered set's size: n where the filter sets it, else at most the pool."""
-    pool = _aflite_pool(p, dataset)
-    if train_set == "full":
-        return pool
-    variant = train_set.split("_", 1)[1] if "_" in train_set else ""
-    spec = _aflite_dataset(p, dataset)
-    settings = dict(spec["filter"], **(spec.get("filters", {}).get(variant) or {}))
-    if settings.get("n"):
-        return Rows(min(settings["n"], pool.n), "known", f"{dataset} filtered to n = {settings['n']:,}")
-    return Rows(pool.n, "bound", f"{dataset} filtered by tau: at most the pool ({pool.basis})")
-
-
-def _est_aflite(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    settings = settings_of(params)
-    rule = cost.rule
-    if rule == "aflite_warmup":
-        spec = _aflite_dataset(p, w["dataset"])
-        fraction = p.config["aflite"]["text"]["representation"]["warmup"]["fraction"]
-        rows = split_rows(p.config, w["dataset"], spec["train"]).scaled(fraction, f"the {fraction:.0%} warm-up")
-        p.train(cost, size, settings, rows)
-    elif rule == "aflite_embed":
-        rep = params.get("representation") or {}
-        spec = _aflite_dataset(p, w["dataset"])
-        pool, dev = _aflite_pool(p, w["dataset"]), split_rows(p.config, w["dataset"], spec["dev"])
-        rows = Rows(pool.n + dev.n, worst_kind([pool.kind, dev.kind]), f"{pool.basis}, and {dev.basis}")
-        p.forward(cost, size, rows, rep.get("max_length", 128), "pool and dev set")
-        cost.disk_bytes += rows.n * _hidden(rep.get("checkpoint", "")) * 4
-    elif rule == "aflite_train_classifier":
-        p.train(cost, size, settings, _aflite_train_set(p, w["dataset"], w["train_set"]))
-    elif rule == "aflite_predict":
-        rows = split_rows(p.config, w["dataset"], _aflite_dataset(p, w["dataset"])["dev"])
-        p.forward(cost, size, rows, settings.get("max_length", 128), "dev set")
-    elif rule == "aflite_ood_finetune":
-        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
-        rows = split_rows(p.config, ood["dataset"], ood["finetune"]["split"])
-        p.train(cost, size, settings, rows)
-    elif rule == "aflite_ood_predict":
-        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
-        rows = split_rows(p.config, ood["dataset"], w["split"])
-        p.forward(cost, size, rows, settings.get("max_length", 128), f"{w['ood']}/{w['split']}")
-
-
-def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """Algorithm 1: per iteration m logistic regressions; scaled from bench_aflite on the H200."""
-    spec = _aflite_dataset(p, w["dataset"])
-    settings = dict(spec["filter"], **(spec.get("filters", {}).get(w["variant"].removeprefix("_")) or {}))
-    pool = _aflite_pool(p, w["dataset"])
-    target = settings.get("n") or 0
-    iterations = math.ceil(max(pool.n - target, 0) / settings["k"])
-    hidden = _hidden(p.config["aflite"]["text"]["representation"].get("checkpoint", ""))
-    per_iteration = (AFLITE_ITERATION_S * pool.n / 100_000 * hidden / 384 * settings.get("m", 64) / 64
-                     * settings["t"] / 10_000)
-    cost.add("start-up", GPU_JOB_STARTUP_S)
-    cost.add("forward", iterations * per_iteration * p.factor)
-    cost.kinds.add("bound")
-    cost.basis.append(f"at most {iterations} iterations × {per_iteration:.1f} s (bench_aflite on the H200: 0.11 s an "
-                      f"iteration at n 100k, d 384, m 64, t 10k; scaled by n × d × m × t)")
-    p.model_bases["bench_aflite"] = "AFLite iteration: 0.11 s at n 100k, d 384, m 64, t 10k, NVIDIA H200 " \
-                                    "(h200-2026-11-26/bench_aflite.json)"
-
-
-AFLITE_ITERATION_S = 0.11049867599999175
-
-
-def _hidden(checkpoint: str) -> int:
-    """The width of an encoder's representations (1024, RoBERTa-large's, where the checkpoint is not known)."""
-    arch = architecture(checkpoint)
-    return arch.hidden if arch else 1024
-
-
-def _spurious_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
-    return p.config["spuriousbench"]["datasets"][dataset]
-
-
-def _spurious_test_rows(p: Planner, dataset: str) -> Rows:
-    spec = _spurious_dataset(p, dataset)
-    if spec.get("test_size"):
-        return Rows(spec["test_size"], "known", f"test_size {spec['test_size']:,}")
-    source = spec.get("source") or dataset
-    return Rows(split_rows(p.config, source, spec["test"]).n, "bound", f"at most the {spec['test']} split")
-
-
-def _est_spurious(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    spec = _spurious_dataset(p, w["dataset"])
-    settings = settings_of(params)
-    dev = Rows(spec["dev_size"], "known", f"dev_size {spec['dev_size']:,}")
-    if cost.rule == "spurious_train":
-        rows = Rows(spec["train_size"], "known", f"train_size {spec['train_size']:,}")
-        steps, _, _ = steps_of(settings, rows)
-        evals = settings.get("epochs", 1) if settings.get("eval_every") == "epoch" else evaluations(settings, steps)
-        p.train(cost, size, settings, rows, eval_rows=dev.n, evals=evals)
-    elif cost.rule == "spurious_predict":
-        test = _spurious_test_rows(p, w["dataset"])
-        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
-        p.forward(cost, size, rows, settings.get("max_length", 128), "test and dev sets")
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-    else:  # spurious_icl: every test and dev row after its demonstrations
-        icl = p.config["spuriousbench"]["models"][w["model"]]["icl"]
-        test = _spurious_test_rows(p, w["dataset"])
-        per_example = ICL_TOKENS_PER_EXAMPLE[spec["builder"]]
-        length = (icl["shots"] + 1) * per_example
-        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
-        p.forward(cost, size, rows, length, f"{icl['shots']} shots + the query, {per_example} tokens each (assumed)")
-        cost.gpu_state_bytes = 2 * (size.parameters or 0)  # bf16 weights
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-GPU_ESTIMATORS = {
-    **dict.fromkeys(("train", "train_plain", "train_debiased", "scale_search_train", "train_bias_model"),
-                    _est_qa_train),
-    **dict.fromkeys(("predict", "feature_logits", "scale_search_score"), _est_qa_forward),
-    "lexical_train": _est_lexical_train,
-    "lexical_predict": _est_lexical_predict,
-    **dict.fromkeys(("aflite_warmup", "aflite_embed", "aflite_train_classifier", "aflite_predict",
-                     "aflite_ood_finetune", "aflite_ood_predict"), _est_aflite),
-    "aflite_filter": _est_aflite_filter,
-    **dict.fromkeys(("spurious_train", "spurious_predict", "spurious_icl"), _est_spurious),
-}
 
 
 # ---------------------------------------------------------------------------------------------------- the job graph
