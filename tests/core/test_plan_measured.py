@@ -10,6 +10,7 @@ import json
 
 import pytest
 
+from spurious.core.costs import JobCost
 from spurious.workflow import plan
 from tests.conftest import REPO, SHARED
 
@@ -18,7 +19,7 @@ GPU_CHECK = SHARED / "gpu" / "h200-2026-11-26" / "gpu_check.json"
 DEMO = REPO / "benchmarks" / "results" / "demo-cpu"
 
 
-def _cost(profile: str, tmp_path, rule: str, wildcards: dict[str, str], card: str = "h200") -> plan.JobCost:
+def _cost(profile: str, tmp_path, rule: str, wildcards: dict[str, str], card: str = "h200") -> JobCost:
     config, jobs = plan.planned_jobs([REPO / "config.yaml"], REPO / "profiles" / profile, tmp_path / profile)
     job = next(j for j in jobs if j.rule == rule and all(j.wildcards.get(k) == v for k, v in wildcards.items()))
     return plan.Planner(config, card).job(job)

@@ -19,13 +19,19 @@ resources, nothing executed, no cluster and no network needed); every planned jo
   counted like a GPU job from the measured CPU step (:data:`CPU_STEP`), in proportion to parameters × tokens.
 - **Steps** come from each training job's settings: ``max_steps`` where set (a cap where early stopping may end a run
   sooner), else ``epochs × ceil(rows / (batch × accumulation))``. Rows are known before anything is downloaded only
-  for the hub datasets' published split sizes (:data:`SPLIT_ROWS`), the mirror's files and the configured sizes
-  (subsets, SpuriousBench's train/dev sizes, AFLite's n); everything else (a debiasing segment, a tau-stopped AFLite
-  set) is bounded by the split it comes from, and the table says so.
+  for the hub datasets' published split sizes (:data:`spurious.core.costs.SPLIT_ROWS`), the mirror's files and the
+  configured sizes (subsets, SpuriousBench's train/dev sizes, AFLite's n); everything else (a debiasing segment, a
+  tau-stopped AFLite set) is bounded by the split it comes from, and the table says so.
 - **Memory** per job is what its resources ask for (mem_mb, the workflow profile's request) and the GPU memory of the
   model's state (training: weights, gradients and two AdamW moments in fp32, 16 bytes a parameter; inference: the
   weights, 4 bytes; activations come on top). **Disk**: models (4 bytes a parameter), the resumable checkpoints while
   a job runs (12 bytes a parameter: weights and optimizer state), logits, embeddings and parquet files.
+
+What a GPU job trains or runs (its rows, steps, lengths) is each paper's to say: the estimators of its rules live in
+its package's ``costs`` module (``spurious.thinktwice.costs``, ``spurious.lexical.costs``, ``spurious.aflite.costs``,
+``spurious.spuriousbench.costs``), on what they share in :mod:`spurious.core.costs` (rows, QA windows, steps, the
+job's cost); this module turns that work into seconds (:class:`Planner`) and composes their tables
+(:data:`GPU_ESTIMATORS`).
 
 Every number carries its basis (which measurement, on which card, or which assumption) into the output.
 """
@@ -37,10 +43,25 @@ import math
 import os
 from collections import defaultdict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from spurious.aflite import costs as aflite_costs
+from spurious.core.costs import (
+    CPU_JOB_STARTUP_S,
+    GPU_JOB_STARTUP_S,
+    Estimator,
+    JobCost,
+    Rows,
+    padding_multiple,
+    split_rows,
+    steps_of,
+    worst_kind,
+)
+from spurious.lexical import costs as lexical_costs
+from spurious.spuriousbench import costs as spuriousbench_costs
+from spurious.thinktwice import costs as thinktwice_costs
 from spurious.workflow.sizes import ModelSize, architecture, model_size
 
 # ---------------------------------------------------------------------------------------------------- measurements
@@ -83,8 +104,6 @@ CLASS_MODELS = {"small": "embedded:all-MiniLM-L6-v2", "base": "bert-base-uncased
 # A model at or below this many non-embedding parameters is nearer MiniLM than BERT-base (their geometric mean).
 NEAREST_SPLIT = math.sqrt(GPU_STEPS["small"].non_embedding * GPU_STEPS["base"].non_embedding)
 FORWARD_SHARE = 1 / 3  # a forward pass is about a third of a forward and backward pass
-GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and the model onto the card
-CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
 DISK_BYTES_PER_S = 1e9  # assumed: reading model weights at the start
 # Measured: the engine's checkpoint of MiniLM QA (22.6M parameters: model, AdamW state and RNG states, 271 MB, 12
 # bytes a parameter), written and flushed to disk by checkpoints.save_checkpoint in 0.77-1.36 s (4 saves, 2-core machine
@@ -94,11 +113,8 @@ CHECKPOINT_BYTES_PER_S = 0.3e9
 # Measured on the H200 (training.py, PAD_MULTIPLE_BY_DEVICE): a batch shape first met in a process costs ~0.14 s once
 # (kernel selection); the MiniLM and BERT-base benchmarks' first-seen widths took 0.08-0.24 s. A CPU has no such cost.
 GPU_FIRST_SHAPE_S = 0.14
-# QA windows of SQuAD v1.1 dev (10,570 questions, the MiniLM tokenizer, stride 128; 64 at max_length 128), measured
-# with spurious.core.qa.training_features: windows per question and the mean window length (tokens) per max_length.
-SQUAD_WINDOWS = {128: (2.5629, 118.0), 256: (1.1445, 172.6), 384: (1.0202, 176.0), 512: (1.0053, 176.4)}
-# Measured on 2 cores (the featurisation above, one tokenizer thread, other jobs running): 10,570 questions in 16-26 s
-# per max_length, counted at 2.1 ms a question, on the job's start-up.
+# Measured on 2 cores (the featurisation of SQuAD dev behind spurious.core.costs.SQUAD_WINDOWS, one tokenizer thread,
+# other jobs running): 10,570 questions in 16-26 s per max_length, counted at 2.1 ms a question, on the job's start-up.
 FEATURIZE_S_PER_QUESTION = 0.0021
 
 
@@ -167,161 +183,14 @@ CPU_ASSUMED = {
 # GPU seconds per job (after the start-up) of GPU rules without a model of their work (assumptions)
 GPU_ASSUMED = {"lexical_reweight": 120.0, "audit": 600.0}
 
-# Rows of the hub splits the paper configs read (the datasets' cards, `dataset_info.splits.num_examples`; SNLI's
-# counts without its unlabeled rows, which the loader drops), keyed by (name, config, split, subset).
-SPLIT_ROWS: dict[tuple[str, str | None, str, str | None], int] = {
-    ("rajpurkar/squad", None, "train", None): 87_599,
-    ("rajpurkar/squad", None, "validation", None): 10_570,
-    ("UCLNLP/adversarial_qa", "adversarialQA", "train", None): 30_000,
-    ("UCLNLP/adversarial_qa", "adversarialQA", "validation", None): 3_000,
-    ("mrqa-workshop/mrqa", None, "train", "NaturalQuestionsShort"): 104_071,
-    ("mrqa-workshop/mrqa", None, "validation", "NaturalQuestionsShort"): 12_836,
-    ("mrqa-workshop/mrqa", None, "train", "TriviaQA-web"): 61_688,
-    ("mrqa-workshop/mrqa", None, "validation", "TriviaQA-web"): 7_785,
-    ("stanfordnlp/snli", None, "train", None): 549_367,
-    ("stanfordnlp/snli", None, "validation", None): 9_842,
-    ("stanfordnlp/snli", None, "test", None): 9_824,
-    ("nyu-mll/glue", "mnli", "train", None): 392_702,
-    ("nyu-mll/glue", "mnli", "validation_matched", None): 9_815,
-    ("nyu-mll/glue", "qnli", "train", None): 104_743,
-    ("nyu-mll/glue", "qnli", "validation", None): 5_463,
-    ("nyu-mll/glue", "qqp", "train", None): 363_846,
-    ("nyu-mll/glue", "qqp", "validation", None): 40_430,
-    ("nyu-mll/glue", "sst2", "train", None): 67_349,
-    ("nyu-mll/glue", "sst2", "validation", None): 872,
-    ("facebook/anli", None, "train_r1", None): 16_946,
-    ("facebook/anli", None, "test_r1", None): 1_000,
-    ("facebook/anli", None, "train_r2", None): 45_460,
-    ("facebook/anli", None, "test_r2", None): 1_000,
-    ("facebook/anli", None, "train_r3", None): 100_459,
-    ("facebook/anli", None, "test_r3", None): 1_200,
-    # the stress tests' dataset_infos.json
-    ("pietrolesci/stress_tests_nli", None, "antonym", None): 1_561,
-    ("pietrolesci/stress_tests_nli", None, "numerical_reasoning", None): 7_596,
-    ("pietrolesci/stress_tests_nli", None, "word_overlap", None): 9_832,
-    ("pietrolesci/stress_tests_nli", None, "negation", None): 9_832,
-    ("pietrolesci/stress_tests_nli", None, "length_mismatch", None): 9_815,
-    ("pietrolesci/stress_tests_nli", None, "spelling_error", None): 9_137,
-}
-# The files the paper configs read from the data mirror (counted from the files) or from a path (HANS's evaluation
-# set and the GLUE diagnostics as their authors publish them; docs/hub-datasets.md)
-FILE_ROWS = {
-    "squad_v1.1/dev-v1.1.json.gz": 10_570,
-    "qnli/validation/0000.parquet": 5_463,
-    "sst2/train.tsv.gz": 67_349,
-    "sst2/dev.tsv": 872,
-    "data/hans/heuristics_evaluation_set.txt": 30_000,
-    "data/glue_diagnostics/diagnostic-full.tsv": 1_104,
-}
-# QA windows per question: SQUAD_WINDOWS (measured on SQuAD v1.1 dev, by max_length); MRQA's contexts run to 800
-# tokens, up to 3 windows (a bound, not measured).
-MRQA_WINDOWS_PER_QUESTION = 3.0
 ROW_BYTES = {"qa": 1_000, "classification": 200}  # assumed parquet bytes per row
-PREDICTION_ROW_BYTES = 100  # assumed
-ICL_TOKENS_PER_EXAMPLE = {"sst2": 32, "mnli": 64}  # assumed prompt tokens per demonstration or query
 
-
-@dataclass(frozen=True)
-class Rows:
-    """A row count and how it is known: 'known' (published or configured), 'estimate' or 'bound' (at most)."""
-
-    n: float
-    kind: str
-    basis: str
-
-    def scaled(self, factor: float, basis: str) -> Rows:
-        return Rows(self.n * factor, self.kind, f"{self.basis}; {basis}")
-
-
-def _worst(kinds: Iterable[str]) -> str:
-    order = ("known", "estimate", "bound", "unknown")
-    return max(kinds, key=order.index, default="known")
-
-
-def split_rows(config: Mapping[str, Any], dataset: str, split: str) -> Rows:
-    """The rows of a configured (dataset, split) before anything is downloaded."""
-    ds = config["datasets"][dataset]
-    subset = ds.get("subsets", {}).get(split)
-    if subset:
-        source = split_rows(config, dataset, subset["from"])
-        n = min(subset["max_examples"], source.n)
-        return Rows(n, source.kind if n == source.n else "known", f"{dataset}/{split}: a subset of {n:,.0f}")
-    derive = ds.get("derive")
-    if derive and split in ("train", "validation"):
-        source = split_rows(config, dataset, derive["from"])
-        share = derive.get("validation_fraction", 0.5)
-        share = share if split == "validation" else 1 - share
-        return Rows(source.n * share, _worst([source.kind, "estimate"]),
-                    f"{dataset}/{split}: {share:.0%} of {derive['from']} ({source.n:,.0f})")
-    spec = ds["splits"][split]
-    for key in ("mirror_path", "path"):
-        if spec.get(key) in FILE_ROWS:
-            return Rows(FILE_ROWS[spec[key]], "known", f"{dataset}/{split}: {FILE_ROWS[spec[key]]:,} rows ({spec[key]})")
-    hub = spec.get("hub") or {}
-    key = (hub.get("name"), hub.get("config"), hub.get("split"), hub.get("subset"))
-    if key in SPLIT_ROWS:
-        return Rows(SPLIT_ROWS[key], "known", f"{dataset}/{split}: {SPLIT_ROWS[key]:,} rows ({hub['name']} card)")
-    return Rows(10_000, "unknown", f"{dataset}/{split}: size not known before download (counted as 10,000)")
-
-
-def squad_windows(max_length: int) -> tuple[float, float]:
-    """(windows per question, mean window length) of SQuAD at ``max_length``: the measurement at the nearest measured
-    max_length at or below it for the windows (more windows), at or above it for the length (longer), each capped."""
-    lengths = sorted(SQUAD_WINDOWS)
-    below = max([m for m in lengths if m <= max_length], default=lengths[0])
-    above = min([m for m in lengths if m >= max_length], default=lengths[-1])
-    return SQUAD_WINDOWS[below][0], min(float(max_length), SQUAD_WINDOWS[above][1])
-
-
-def is_mrqa(config: Mapping[str, Any], dataset: str, split: str) -> bool:
-    hub = (config["datasets"][dataset]["splits"].get(split) or {}).get("hub") or {}
-    return bool(hub.get("subset"))
-
-
-def qa_windows(config: Mapping[str, Any], dataset: str, split: str, max_length: int = 384) -> Rows:
-    rows = split_rows(config, dataset, split)
-    if is_mrqa(config, dataset, split):
-        return Rows(rows.n * MRQA_WINDOWS_PER_QUESTION, _worst([rows.kind, "bound"]),
-                    f"{rows.basis} × {MRQA_WINDOWS_PER_QUESTION:g} windows (MRQA, a bound)")
-    per_question = squad_windows(max_length)[0]
-    return rows.scaled(per_question, f"× {per_question:g} windows at max_length {max_length} (measured on SQuAD dev)")
+# The estimators of the papers' GPU rules, by rule (each paper's ``costs`` module)
+GPU_ESTIMATORS: dict[str, Estimator] = {**thinktwice_costs.ESTIMATORS, **lexical_costs.ESTIMATORS,
+                                        **aflite_costs.ESTIMATORS, **spuriousbench_costs.ESTIMATORS}
 
 
 # ---------------------------------------------------------------------------------------------------- one job
-
-
-@dataclass
-class JobCost:
-    """The estimate of one planned job."""
-
-    rule: str
-    gpus: int = 0
-    threads: int = 1
-    mem_mb: int = 0
-    gpu_s: float = 0.0  # seconds of the job's GPUs together (GPU-seconds)
-    cpu_s: float = 0.0  # CPU-seconds of a CPU job
-    disk_bytes: float = 0.0  # kept outputs
-    scratch_bytes: float = 0.0  # checkpoints while it runs
-    gpu_state_bytes: float = 0.0
-    model: tuple[Mapping[str, Any], str] | None = None  # the model's config entry and where it is
-    kinds: set[str] = field(default_factory=set)
-    basis: list[str] = field(default_factory=list)
-    # wall seconds of the job's parts ("start-up", "steps", "evaluations", "checkpoints", "first-seen shapes",
-    # "forward"), each once however many GPUs the job has
-    parts: dict[str, float] = field(default_factory=dict)
-
-    def add(self, part: str, wall_s: float) -> None:
-        """Wall seconds of a part: GPU-seconds = wall × the job's GPUs (each waits for the others); on a CPU job
-        CPU-seconds (its parts are counted in CPU-seconds already, the start-up × its threads)."""
-        self.parts[part] = self.parts.get(part, 0.0) + wall_s
-        if self.gpus:
-            self.gpu_s += wall_s * self.gpus
-        else:
-            self.cpu_s += wall_s
-
-    def loop_s(self) -> float:
-        """The training loop's wall seconds (what the engine reports as ``train_wall_time_s``)."""
-        return sum(self.parts.get(p, 0.0) for p in ("steps", "evaluations", "checkpoints", "first-seen shapes"))
 
 
 def step_measurement(non_embedding: int) -> StepMeasurement:
@@ -343,20 +212,6 @@ def seconds_per_step(non_embedding: int, layers: int, tokens_per_step: float, cp
 def seconds_per_forward_token(non_embedding: int, cpu: bool = False) -> float:
     ref = CPU_STEP if cpu else step_measurement(non_embedding)
     return ref.seconds_per_step / ref.tokens_per_step * non_embedding / ref.non_embedding * FORWARD_SHARE
-
-
-def steps_of(settings: Mapping[str, Any], rows: Rows) -> tuple[float, str, str]:
-    """(steps, kind, basis) of a training job."""
-    per_step = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1)
-    if settings.get("max_steps"):
-        capped = settings.get("early_stopping_patience") is not None and settings.get("eval_every") is not None
-        kind = "bound" if capped else "known"
-        return settings["max_steps"], kind, f"max_steps {settings['max_steps']:,}" + (
-            " (a cap: early stopping may end it sooner)" if capped else "")
-    epochs = settings.get("epochs", 1)
-    steps = epochs * math.ceil(rows.n / per_step)
-    kind = _worst([rows.kind, "bound" if settings.get("early_stopping_patience") else "known"])
-    return steps, kind, f"{epochs:g} epochs × ceil({rows.n:,.0f} / {per_step}) ({rows.basis})"
 
 
 class Planner:
@@ -443,6 +298,10 @@ class Planner:
             self.model_bases[ref.source] = ref.label()
         return size
 
+    def hidden_width(self, checkpoint: str) -> int | None:
+        arch = architecture(checkpoint)
+        return arch.hidden if arch else None
+
     def train(self, cost: JobCost, size: ModelSize, settings: Mapping[str, Any], rows: Rows,
               eval_rows: float = 0.0, evals: float = 0.0, max_length: int | None = None,
               mean_length: float | None = None, questions: float = 0.0) -> None:
@@ -455,7 +314,7 @@ class Planner:
         length = max_length or settings.get("max_length", 128)
         cpu = not cost.gpus
         k = max(cost.gpus, 1)
-        multiple = _pad_multiple(settings, cpu)
+        multiple = padding_multiple(settings, cpu)
         width, width_basis = _expected_width(settings, length, mean_length, multiple)
         tokens = settings.get("batch_size", 16) * settings.get("gradient_accumulation_steps", 1) * width
         n = size.non_embedding_parameters or 0
@@ -507,12 +366,6 @@ class Planner:
         cost.add("start-up", seconds * (1 if cost.gpus else max(cost.threads, 1)))
 
 
-def _pad_multiple(settings: Mapping[str, Any], cpu: bool) -> int:
-    """``pad_to_multiple_of``: auto = 64 on a GPU, exact widths (1) on a CPU (spurious.core.training)."""
-    setting = settings.get("pad_to_multiple_of", "auto")
-    return (1 if cpu else 64) if setting in (None, "auto") else int(setting)
-
-
 def _expected_width(settings: Mapping[str, Any], length: int, mean_length: float | None,
                     multiple: int) -> tuple[float, str]:
     """A step's expected padded width: with length-grouped batches the mean row length rounded up to the padding
@@ -531,232 +384,6 @@ def _shapes(settings: Mapping[str, Any], length: int, multiple: int, evaluation:
     if evaluation or settings.get("group_by_length"):
         return widths
     return min(widths, 2)
-
-
-# ---------------------------------------------------------------------------------------------------- per rule
-
-def _settings(params: Mapping[str, Any]) -> dict[str, Any]:
-    return dict(params.get("settings") or {})
-
-
-def _qa_model_splits(p: Planner, name: str) -> tuple[dict[str, str], dict[str, str]]:
-    model = p.config["models"][name]
-    return model["train"], model["validation"]
-
-
-def _evaluations(settings: Mapping[str, Any], steps: float) -> float:
-    """Evaluations of a run: at every multiple of eval_every and after the last step (once for both)."""
-    every = settings.get("eval_every")
-    return math.ceil(steps / every) if isinstance(every, int) and every else 1
-
-
-def _est_qa_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """train, train_plain, train_debiased, scale_search_train, train_bias_model: QA fine-tuning with validation-loss
-    evaluations (a debiased run's rows are its training split's, which bounds any segment or resampled set)."""
-    size = p.model(cost)
-    settings = _settings(params)
-    train, validation = _qa_model_splits(p, w["model"])
-    debias = p.config.get("debias") or {}
-    if cost.rule != "train" and debias.get("train"):
-        train = debias["train"]
-    length = settings.get("max_length", 384)
-    rows = qa_windows(p.config, train["dataset"], train["split"], length)
-    if cost.rule != "train":
-        rows = Rows(rows.n, _worst([rows.kind, "bound"]), f"at most {rows.basis}")
-    steps, _, _ = steps_of(settings, rows)
-    val = qa_windows(p.config, validation["dataset"], validation["split"], length)
-    val_questions = split_rows(p.config, validation["dataset"], validation["split"]).n
-    eval_questions = min(val_questions, settings.get("eval_max_examples") or math.inf)
-    eval_rows = val.n * eval_questions / val_questions  # the validation windows of the questions evaluated
-    if cost.rule == "train_bias_model":
-        selection = (debias.get("bias_model") or {}).get("selection_max_examples")
-        eval_rows += 2 * min(val.n, selection or val.n)
-    mrqa = is_mrqa(p.config, train["dataset"], train["split"])
-    questions = split_rows(p.config, train["dataset"], train["split"]).n + eval_questions
-    p.train(cost, size, settings, rows, eval_rows=eval_rows, evals=_evaluations(settings, steps), max_length=length,
-            mean_length=None if mrqa else squad_windows(length)[1], questions=questions)
-
-
-def _est_qa_forward(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """predict, feature_logits, scale_search_score: every window of a split through the model."""
-    size = p.model(cost)
-    settings = _settings(params)
-    length = settings.get("max_length", 384)
-    dataset, split = (w.get("dataset"), w.get("split"))
-    if cost.rule == "scale_search_score":
-        _, validation = _qa_model_splits(p, w["model"])
-        dataset, split = validation["dataset"], validation["split"]
-    rows = qa_windows(p.config, dataset, split, length)
-    questions = split_rows(p.config, dataset, split).n
-    limit = params.get("max_examples") if cost.rule == "scale_search_score" else None
-    if limit:
-        per_question = squad_windows(length)[0]
-        rows = Rows(min(rows.n, limit * per_question), rows.kind, f"{rows.basis}, at most {limit:,}")
-        questions = min(questions, limit)
-    # prediction batches are sorted by length: as wide as their windows (SQuAD's mean; MRQA's unknown: max_length)
-    width = length if is_mrqa(p.config, dataset, split) else squad_windows(length)[1]
-    if cost.gpus:
-        width = min(length, width + (_pad_multiple(settings, False) - 1) / 2)
-    p.forward(cost, size, rows, round(width), cost.rule, questions=questions)
-    if cost.rule == "feature_logits":
-        cost.disk_bytes += rows.n * length * 2 * 4  # start and end logits, float32
-    else:
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-def _lexical_split(p: Planner, dataset: str, key: str) -> Rows:
-    return split_rows(p.config, dataset, p.config["lexical"]["datasets"][dataset][key])
-
-
-def _est_lexical_train(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    settings = _settings(params)
-    rows = _lexical_split(p, w["dataset"], "train")
-    p.train(cost, size, settings, rows, max_length=settings.get("max_length", settings.get("max_tokens", 128)))
-
-
-def _est_lexical_predict(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    rows = _lexical_split(p, w["dataset"], "test")
-    p.forward(cost, size, rows, _settings(params).get("max_length", 128), "test split")
-    cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-def _aflite_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
-    return p.config["aflite"]["text"]["datasets"][dataset]
-
-
-def _aflite_pool(p: Planner, dataset: str) -> Rows:
-    spec = _aflite_dataset(p, dataset)
-    train = split_rows(p.config, dataset, spec["train"])
-    rep = p.config["aflite"]["text"]["representation"]
-    if rep["source"] != "warmup":
-        return train
-    share = 1 - rep["warmup"]["fraction"]
-    return train.scaled(share, f"less the {rep['warmup']['fraction']:.0%} warm-up")
-
-
-def _aflite_train_set(p: Planner, dataset: str, train_set: str) -> Rows:
-    """D (the pool), or a filtered set's size: n where the filter sets it, else at most the pool."""
-    pool = _aflite_pool(p, dataset)
-    if train_set == "full":
-        return pool
-    variant = train_set.split("_", 1)[1] if "_" in train_set else ""
-    spec = _aflite_dataset(p, dataset)
-    settings = dict(spec["filter"], **(spec.get("filters", {}).get(variant) or {}))
-    if settings.get("n"):
-        return Rows(min(settings["n"], pool.n), "known", f"{dataset} filtered to n = {settings['n']:,}")
-    return Rows(pool.n, "bound", f"{dataset} filtered by tau: at most the pool ({pool.basis})")
-
-
-def _est_aflite(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    settings = _settings(params)
-    rule = cost.rule
-    if rule == "aflite_warmup":
-        spec = _aflite_dataset(p, w["dataset"])
-        fraction = p.config["aflite"]["text"]["representation"]["warmup"]["fraction"]
-        rows = split_rows(p.config, w["dataset"], spec["train"]).scaled(fraction, f"the {fraction:.0%} warm-up")
-        p.train(cost, size, settings, rows)
-    elif rule == "aflite_embed":
-        rep = params.get("representation") or {}
-        spec = _aflite_dataset(p, w["dataset"])
-        pool, dev = _aflite_pool(p, w["dataset"]), split_rows(p.config, w["dataset"], spec["dev"])
-        rows = Rows(pool.n + dev.n, _worst([pool.kind, dev.kind]), f"{pool.basis}, and {dev.basis}")
-        p.forward(cost, size, rows, rep.get("max_length", 128), "pool and dev set")
-        cost.disk_bytes += rows.n * _hidden(rep.get("checkpoint", "")) * 4
-    elif rule == "aflite_train_classifier":
-        p.train(cost, size, settings, _aflite_train_set(p, w["dataset"], w["train_set"]))
-    elif rule == "aflite_predict":
-        rows = split_rows(p.config, w["dataset"], _aflite_dataset(p, w["dataset"])["dev"])
-        p.forward(cost, size, rows, settings.get("max_length", 128), "dev set")
-    elif rule == "aflite_ood_finetune":
-        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
-        rows = split_rows(p.config, ood["dataset"], ood["finetune"]["split"])
-        p.train(cost, size, settings, rows)
-    elif rule == "aflite_ood_predict":
-        ood = p.config["aflite"]["text"]["ood"][w["ood"]]
-        rows = split_rows(p.config, ood["dataset"], w["split"])
-        p.forward(cost, size, rows, settings.get("max_length", 128), f"{w['ood']}/{w['split']}")
-
-
-def _est_aflite_filter(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    """Algorithm 1: per iteration m logistic regressions; scaled from bench_aflite on the H200."""
-    spec = _aflite_dataset(p, w["dataset"])
-    settings = dict(spec["filter"], **(spec.get("filters", {}).get(w["variant"].removeprefix("_")) or {}))
-    pool = _aflite_pool(p, w["dataset"])
-    target = settings.get("n") or 0
-    iterations = math.ceil(max(pool.n - target, 0) / settings["k"])
-    hidden = _hidden(p.config["aflite"]["text"]["representation"].get("checkpoint", ""))
-    per_iteration = (AFLITE_ITERATION_S * pool.n / 100_000 * hidden / 384 * settings.get("m", 64) / 64
-                     * settings["t"] / 10_000)
-    cost.add("start-up", GPU_JOB_STARTUP_S)
-    cost.add("forward", iterations * per_iteration * p.factor)
-    cost.kinds.add("bound")
-    cost.basis.append(f"at most {iterations} iterations × {per_iteration:.1f} s (bench_aflite on the H200: 0.11 s an "
-                      f"iteration at n 100k, d 384, m 64, t 10k; scaled by n × d × m × t)")
-    p.model_bases["bench_aflite"] = "AFLite iteration: 0.11 s at n 100k, d 384, m 64, t 10k, NVIDIA H200 " \
-                                    "(h200-2026-11-26/bench_aflite.json)"
-
-
-AFLITE_ITERATION_S = 0.11049867599999175
-
-
-def _hidden(checkpoint: str) -> int:
-    """The width of an encoder's representations (1024, RoBERTa-large's, where the checkpoint is not known)."""
-    arch = architecture(checkpoint)
-    return arch.hidden if arch else 1024
-
-
-def _spurious_dataset(p: Planner, dataset: str) -> Mapping[str, Any]:
-    return p.config["spuriousbench"]["datasets"][dataset]
-
-
-def _spurious_test_rows(p: Planner, dataset: str) -> Rows:
-    spec = _spurious_dataset(p, dataset)
-    if spec.get("test_size"):
-        return Rows(spec["test_size"], "known", f"test_size {spec['test_size']:,}")
-    source = spec.get("source") or dataset
-    return Rows(split_rows(p.config, source, spec["test"]).n, "bound", f"at most the {spec['test']} split")
-
-
-def _est_spurious(p: Planner, cost: JobCost, w: Mapping[str, str], params: Mapping[str, Any]) -> None:
-    size = p.model(cost)
-    spec = _spurious_dataset(p, w["dataset"])
-    settings = _settings(params)
-    dev = Rows(spec["dev_size"], "known", f"dev_size {spec['dev_size']:,}")
-    if cost.rule == "spurious_train":
-        rows = Rows(spec["train_size"], "known", f"train_size {spec['train_size']:,}")
-        steps, _, _ = steps_of(settings, rows)
-        evals = settings.get("epochs", 1) if settings.get("eval_every") == "epoch" else _evaluations(settings, steps)
-        p.train(cost, size, settings, rows, eval_rows=dev.n, evals=evals)
-    elif cost.rule == "spurious_predict":
-        test = _spurious_test_rows(p, w["dataset"])
-        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
-        p.forward(cost, size, rows, settings.get("max_length", 128), "test and dev sets")
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-    else:  # spurious_icl: every test and dev row after its demonstrations
-        icl = p.config["spuriousbench"]["models"][w["model"]]["icl"]
-        test = _spurious_test_rows(p, w["dataset"])
-        per_example = ICL_TOKENS_PER_EXAMPLE[spec["builder"]]
-        length = (icl["shots"] + 1) * per_example
-        rows = Rows(test.n + dev.n, test.kind, f"{test.basis} and {dev.basis}")
-        p.forward(cost, size, rows, length, f"{icl['shots']} shots + the query, {per_example} tokens each (assumed)")
-        cost.gpu_state_bytes = 2 * (size.parameters or 0)  # bf16 weights
-        cost.disk_bytes += rows.n * PREDICTION_ROW_BYTES
-
-
-GPU_ESTIMATORS = {
-    **dict.fromkeys(("train", "train_plain", "train_debiased", "scale_search_train", "train_bias_model"),
-                    _est_qa_train),
-    **dict.fromkeys(("predict", "feature_logits", "scale_search_score"), _est_qa_forward),
-    "lexical_train": _est_lexical_train,
-    "lexical_predict": _est_lexical_predict,
-    **dict.fromkeys(("aflite_warmup", "aflite_embed", "aflite_train_classifier", "aflite_predict",
-                     "aflite_ood_finetune", "aflite_ood_predict"), _est_aflite),
-    "aflite_filter": _est_aflite_filter,
-    **dict.fromkeys(("spurious_train", "spurious_predict", "spurious_icl"), _est_spurious),
-}
 
 
 # ---------------------------------------------------------------------------------------------------- the job graph
@@ -910,7 +537,7 @@ def estimate(config: Mapping[str, Any], jobs: Iterable[PlannedJob],
         total.gpu_state_gb = max(total.gpu_state_gb, cost.gpu_state_bytes / 1e9)
         total.disk_gb += cost.disk_bytes / 1e9
         total.scratch_gb = max(total.scratch_gb, cost.scratch_bytes / 1e9)
-        total.kind = _worst([total.kind, *cost.kinds])
+        total.kind = worst_kind([total.kind, *cost.kinds])
         wall_h = (cost.gpu_s / max(cost.gpus, 1) if cost.gpus else cost.cpu_s / max(cost.threads, 1)) / 3600
         total.longest_job_h = max(total.longest_job_h, wall_h)
         if cost.gpu_s + cost.cpu_s > costliest[job.rule]:
@@ -944,7 +571,7 @@ def _total(rules: list[RuleTotal]) -> RuleTotal:
         total.gpu_state_gb = max(total.gpu_state_gb, r.gpu_state_gb)
         total.disk_gb += r.disk_gb
         total.scratch_gb = max(total.scratch_gb, r.scratch_gb)
-        total.kind = _worst([total.kind, r.kind])
+        total.kind = worst_kind([total.kind, r.kind])
         total.longest_job_h = max(total.longest_job_h, r.longest_job_h)
     return total
 
