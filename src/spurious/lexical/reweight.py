@@ -53,6 +53,7 @@ import scipy.sparse as sp
 import torch
 
 from spurious.core.io import align_to_ids
+from spurious.core.training import pick_device
 from spurious.lexical.labels import check_labels, check_n_labels
 
 OPTIMIZERS = ("lbfgs", "adam")
@@ -289,18 +290,6 @@ class ReweightResult:
     q_final: np.ndarray | None = None
 
 
-def _pick_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or a torch device string, got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
-    return dev
-
-
 def _torch_csr(matrix: sp.csr_matrix, device: torch.device) -> torch.Tensor:
     """A scipy CSR matrix as a float64 torch sparse CSR tensor (never densified)."""
     with warnings.catch_warnings():
@@ -472,7 +461,10 @@ def solve_weights(
         raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    dev = _pick_device(device)
+    try:
+        dev = pick_device(device)
+    except RuntimeError as exc:  # torch's unknown device string, or CUDA without one: an invalid input, as any other
+        raise ValueError(str(exc)) from exc
     n = presence.shape[0]
     floor = min_ess_fraction * n
     emit = log or (lambda _msg: None)
