@@ -180,7 +180,7 @@ def test_z_scores_three_labels_and_unseen_feature():
         (np.array([0, 0, 0, 1, 1, 2]), 2, "out of range"),
         (np.array([0, 0, 0, 1, 1, -1]), 2, "non-negative"),
         (np.array([0, 0, 0, 1, 1]), 2, "one entry per instance"),
-        (np.array([0.0, 0, 0, 1, 1, 1]), 2, "integer"),
+        (np.array([0.5, 0, 0, 1, 1, 1]), 2, "integer"),  # whole-number floats are ids: tests/lexical/test_labels.py
         (np.array([0, 0, 0, 0, 0, 0]), 1, "at least 2"),
     ],
 )

@@ -37,6 +37,7 @@ the rules take N from the job's GPU count, see docs/running.md "Several GPUs per
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 import os
 import signal
@@ -250,7 +251,67 @@ def train(
     (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are loaded
     into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
     """
+    # set up: the processes, Accelerate, the optimizer and schedule, the training module
     rank, processes = world()
+    accelerator, track, bf16 = _accelerator_for(settings, processes, objective, tracker_dir)
+    device = accelerator.device
+    checkpoint_dir = Path(checkpoint_dir)
+    model.train()
+    if objective is not None:
+        objective.train()
+    micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
+    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
+    shape_of = functools.partial(_batch_shape, lengths, batch_width)
+    module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn, batch_fn, shape_of), optimizer)
+    # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
+    # checkpointing (Accelerate would pickle it): the checkpoints record its step (save_checkpoint)
+
+    # resume from this run's newest checkpoint, if any; compile the steps left; start the tracker
+    state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
+    state, best_weights, ckpt = resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
+    resumed_from = None if ckpt is None else state.step
+    if ckpt is not None:
+        _announce(emit, f"resuming from {ckpt} (step {state.step}/{total_steps})", rank)
+    record, update = _compile_step(accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps,
+                                   device, emit)
+    if track != "none":
+        _start_tracker(accelerator, track, settings, tracker_dir, emit)
+
+    # the steps: each followed by its log line, evaluation and checkpoint when due; a signal stops them at a checkpoint
+    step = _Stepper(accelerator, module, optimizer, scheduler, update, lengths, settings, micro_per_epoch,
+                    rank=rank, processes=processes, device=device, grad_norm=track != "none")
+    per_step = int(settings["batch_size"]) * int(settings["gradient_accumulation_steps"])
+    progress = _ProgressLog(emit, total_steps, steps_per_epoch, per_step, unit, int(settings["log_every"]))
+    segment = _Segment(accelerator, scheduler, checkpoint_dir, state, best_weights, model, evaluation,
+                       keep_best=keep_best, total_steps=total_steps, processes=processes, device=device, track=track,
+                       unit=unit, progress=progress, checkpoint_every=int(settings["checkpoint_every"] or 0))
+    progress.start(state.step)
+    with segment.guard:
+        try:
+            _run_segment(segment, step)
+        except StopRequested:
+            raise _preempted(segment, emit, rank) from None
+        finally:
+            if track != "none":
+                accelerator.end_training()  # the tracker's files flushed and closed, also on preemption
+
+    # finish: the best weights into the model, the run's record
+    if keep_best and segment.best_weights is not None:
+        model.load_state_dict(segment.best_weights)
+    return TrainResult(
+        state=state, total_steps=total_steps, steps_per_epoch=steps_per_epoch, resumed_from=resumed_from,
+        device=device, bf16=bf16, processes=processes, is_main=rank == 0,
+        train_wall_time_s=segment.train_wall_time_s(), compile=_compile_outcome(record, update, loss_fn),
+    )  # fmt: skip
+
+
+def _accelerator_for(
+    settings: Mapping[str, Any],
+    processes: int,
+    objective: torch.nn.Module | None,
+    tracker_dir: str | os.PathLike | None,
+) -> tuple[Any, str, bool]:
+    """The run's Accelerator, its tracker (``none`` without ``tracker_dir``) and whether it trains in bf16."""
     device = device_for(settings)
     bf16 = use_bf16(settings["bf16"], device)
     track = tracking.check_setting(settings.get("tracker", "none")) if tracker_dir is not None else "none"
@@ -258,155 +319,191 @@ def train(
         tracking.offline_environment(track, Path(tracker_dir))
     accelerator = _accelerator(device, bf16, processes, find_unused=objective is not None, tracker=track,
                                tracker_dir=Path(tracker_dir) if track != "none" else None)
-    device = accelerator.device
-    checkpoint_dir = Path(checkpoint_dir)
-    model.train()
-    if objective is not None:
-        objective.train()
+    return accelerator, track, bf16
 
-    batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
-    micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
-    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
 
-    def shape_of(rows: np.ndarray) -> compiled.Shape:
-        return len(rows), batch_width(lengths[rows])
+def _start_tracker(
+    accelerator: Any, track: str, settings: Mapping[str, Any], tracker_dir: str | os.PathLike, emit: LogFn
+) -> None:
+    """Start the ``track`` tracker logging into ``tracker_dir``, with the settings and environment as its config."""
+    from spurious.core.provenance import environment
 
-    module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn, batch_fn, shape_of), optimizer)
-    # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
-    # checkpointing (Accelerate would pickle it): the checkpoints record its step (save_checkpoint)
+    accelerator.init_trackers(tracking.PROJECT, config=tracking.run_config(settings, environment()),
+                              init_kwargs=tracking.init_kwargs(track, Path(tracker_dir)))  # fmt: skip
+    emit(f"tracker {track}: logging into {tracker_dir}")
 
-    state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
-    state, best_weights, ckpt = resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
-    resumed_from = None if ckpt is None else state.step
-    if ckpt is not None:
-        _announce(emit, f"resuming from {ckpt} (step {state.step}/{total_steps})", rank)
-    record, update = _compile_step(
-        accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps, device, emit
-    )
-    if track != "none":
-        from spurious.core.provenance import environment
 
-        accelerator.init_trackers(tracking.PROJECT, config=tracking.run_config(settings, environment()),
-                                  init_kwargs=tracking.init_kwargs(track, Path(tracker_dir)))  # fmt: skip
-        emit(f"tracker {track}: logging into {tracker_dir}")
+def _batch_shape(lengths: np.ndarray, batch_width: WidthFn, rows: np.ndarray) -> compiled.Shape:
+    """The shape ``(rows, sequence length)`` of the micro-batch of the training rows ``rows``."""
+    return len(rows), batch_width(lengths[rows])
 
-    segment_start = time.perf_counter()
 
-    def checkpoint() -> Path:
-        nonlocal segment_start
-        state.wall_time_s += time.perf_counter() - segment_start
-        segment_start = time.perf_counter()
-        return save_checkpoint(accelerator, checkpoint_dir, state, best_weights, scheduler)
+@dataclass
+class _Stepper:
+    """The run's optimizer steps, one per call, in the data order of each epoch (``_epoch_order``, rebuilt when the
+    epoch changes), on the objects Accelerate prepared (``update``: a compiled run's optimizer step)."""
 
-    def run_evaluation() -> None:
-        nonlocal best_weights
-        assert evaluation is not None
-        # with several processes an abandoned evaluation would leave the processes at different points
-        improved = evaluation(state, (lambda: guard.triggered) if processes == 1 else None)
-        state.last_eval_step = state.step
-        if track != "none":
-            accelerator.log(tracking.evaluation_values(state.evaluation, state.step), step=state.step)
-        if improved:
-            state.best_step = state.step
-            if keep_best:
-                best_weights = cpu_copy(model.state_dict())
+    accelerator: Any
+    module: torch.nn.Module
+    optimizer: Any
+    scheduler: Any
+    update: _Update | None
+    lengths: np.ndarray
+    settings: Mapping[str, Any]
+    micro_per_epoch: int
+    rank: int
+    processes: int
+    device: torch.device
+    grad_norm: bool  # keep each step's gradient norm (for a tracker)
+    order: np.ndarray | None = None  # the data order of epoch ``order_epoch``
+    order_epoch: int = -1
 
-    def eval_due() -> bool:
-        if evaluation is None or state.step == 0 or state.last_eval_step == state.step:
-            return False
-        return evaluation.due(state, total_steps)
+    def __call__(self, state: TrainState) -> tuple[_StepTerms, float]:
+        """Take the optimizer step at ``state``'s place in the data and move ``state`` past it; return the step's
+        loss and logged values (unread, ``_StepTerms``) and its learning rate."""
+        if self.order is None or self.order_epoch != state.epoch:
+            self.order, self.order_epoch = _epoch_order(self.lengths, self.settings, state.epoch), state.epoch
+        batch_size, accum = int(self.settings["batch_size"]), int(self.settings["gradient_accumulation_steps"])
+        micro_batches = _step_micro_batches(self.order, state.batch_in_epoch, batch_size, accum)
+        terms, lr = _optimizer_step(
+            self.accelerator,
+            self.module,
+            self.optimizer,
+            self.scheduler,
+            micro_batches,
+            max_grad_norm=float(self.settings["max_grad_norm"] or 0),
+            rank=self.rank,
+            processes=self.processes,
+            device=self.device,
+            update=self.update,
+            grad_norm=self.grad_norm,
+        )
+        state.step += 1
+        state.batch_in_epoch += len(micro_batches)
+        if state.batch_in_epoch >= self.micro_per_epoch:
+            state.epoch, state.batch_in_epoch = state.epoch + 1, 0
+        return terms, lr
 
-    def stop_agreed() -> bool:  # with several processes: all stop at the same step if any was signalled
-        return _sum_over_processes([float(guard.triggered)], processes, device)[0] > 0
 
-    every = int(settings["checkpoint_every"] or 0)
-    progress = _ProgressLog(emit, total_steps, steps_per_epoch, batch_size * accum, unit, int(settings["log_every"]))
-    progress.start(state.step)
+@dataclass
+class _Segment:
+    """One training segment (from the start or a resume to the end, an early stop or a preemption): the run's state
+    and best weights, and what the loop does between the optimizer steps: read and log the losses, evaluate,
+    checkpoint, and agree with the other processes whether to stop."""
+
+    accelerator: Any
+    scheduler: Any
+    checkpoint_dir: Path
+    state: TrainState
+    best_weights: dict[str, torch.Tensor] | None
+    model: torch.nn.Module
+    evaluation: Evaluation | None
+    keep_best: bool
+    total_steps: int
+    checkpoint_every: int  # steps between checkpoints (0: none before a preemption)
+    processes: int
+    device: torch.device
+    track: str
+    unit: str
+    progress: _ProgressLog
+    guard: PreemptionGuard = field(default_factory=PreemptionGuard)  # entered around the loop (``train``)
+    # when this segment's clock started; each checkpoint adds the time since to ``state.wall_time_s`` and restarts it
+    segment_start: float = field(default_factory=time.perf_counter)
     # The steps whose losses are still on the device: read together at a log line, an evaluation, a checkpoint or
     # the end, so that the host queues the next steps while the GPU works (the numbers are the same).
-    unread: list[tuple[int, _StepTerms, float]] = []
+    unread: list[tuple[int, _StepTerms, float]] = field(default_factory=list)
 
-    def read_losses() -> None:
-        for step, terms, lr in unread:
+    def checkpoint(self) -> Path:
+        """Save a checkpoint at the current step (its wall time brought up to date) and return its path."""
+        self.state.wall_time_s += time.perf_counter() - self.segment_start
+        self.segment_start = time.perf_counter()
+        return save_checkpoint(self.accelerator, self.checkpoint_dir, self.state, self.best_weights, self.scheduler)
+
+    def should_stop(self) -> bool:
+        """Whether this process was signalled to stop (polled by a long evaluation)."""
+        return self.guard.triggered
+
+    def evaluate(self) -> None:
+        """Run the evaluation at the current step; keep the model's weights when they are the best so far."""
+        assert self.evaluation is not None
+        state = self.state
+        # with several processes an abandoned evaluation would leave the processes at different points
+        improved = self.evaluation(state, self.should_stop if self.processes == 1 else None)
+        state.last_eval_step = state.step
+        if self.track != "none":
+            self.accelerator.log(tracking.evaluation_values(state.evaluation, state.step), step=state.step)
+        if improved:
+            state.best_step = state.step
+            if self.keep_best:
+                self.best_weights = cpu_copy(self.model.state_dict())
+
+    def evaluation_due(self) -> bool:
+        """Whether an evaluation is due at the current step (never at step 0, never twice at one step)."""
+        state = self.state
+        if self.evaluation is None or state.step == 0 or state.last_eval_step == state.step:
+            return False
+        return self.evaluation.due(state, self.total_steps)
+
+    def stop_agreed(self) -> bool:
+        """Whether any process was signalled: with several processes all stop at the same step."""
+        return _sum_over_processes([float(self.guard.triggered)], self.processes, self.device)[0] > 0
+
+    def read_losses(self) -> None:
+        """Read the unread steps' losses into ``state.train_losses``, the progress log and the tracker."""
+        for step, terms, lr in self.unread:
             loss, info = terms.value()
-            state.train_losses.append({"step": step, "loss": loss, "lr": lr, **info})
-            rates = progress.add(step, loss, info, lr)
-            if track != "none":  # read here, where the log reads the step's loss anyway
+            self.state.train_losses.append({"step": step, "loss": loss, "lr": lr, **info})
+            rates = self.progress.add(step, loss, info, lr)
+            if self.track != "none":  # read here, where the log reads the step's loss anyway
                 values = {"train/loss": loss, "train/learning_rate": lr, **{f"train/{k}": v for k, v in info.items()}}
                 if terms.grad_norm is not None:
                     values["train/grad_norm"] = float(terms.grad_norm)
                 if rates is not None:
-                    values.update({"train/steps_per_s": rates[0], f"train/{unit}_per_s": rates[1]})
-                accelerator.log(values, step=step)
-        unread.clear()
+                    values.update({"train/steps_per_s": rates[0], f"train/{self.unit}_per_s": rates[1]})
+                self.accelerator.log(values, step=step)
+        self.unread.clear()
 
-    order, order_epoch = np.empty(0, dtype=np.int64), -1
-    with PreemptionGuard() as guard:
-        try:
-            if eval_due():  # an evaluation was abandoned when the previous segment was preempted
-                run_evaluation()
-            while state.step < total_steps and not state.stopped_early:
-                if stop_agreed():
-                    raise StopRequested
-                if order_epoch != state.epoch:
-                    order, order_epoch = _epoch_order(lengths, settings, state.epoch), state.epoch
-                micro_batches = _step_micro_batches(order, state.batch_in_epoch, batch_size, accum)
-                terms, lr = _optimizer_step(
-                    accelerator,
-                    module,
-                    optimizer,
-                    scheduler,
-                    micro_batches,
-                    max_grad_norm=float(settings["max_grad_norm"] or 0),
-                    rank=rank,
-                    processes=processes,
-                    device=device,
-                    update=update,
-                    grad_norm=track != "none",
-                )
-                state.step += 1
-                state.batch_in_epoch += len(micro_batches)
-                if state.batch_in_epoch >= micro_per_epoch:
-                    state.epoch, state.batch_in_epoch = state.epoch + 1, 0
-                unread.append((state.step, terms, lr))
-                if progress.due(state.step):
-                    read_losses()
-                if eval_due():
-                    read_losses()
-                    run_evaluation()
-                if stop_agreed():
-                    raise StopRequested
-                if every and state.step % every == 0 and state.step < total_steps and not state.stopped_early:
-                    read_losses()
-                    checkpoint()  # not after the last step: the caller saves the model next
-            read_losses()
-            if eval_due():
-                run_evaluation()
-        except StopRequested:
-            read_losses()
-            path = checkpoint()
-            signum = guard.signum if guard.signum is not None else signal.SIGTERM  # another process's signal
-            _announce(emit, f"received {signal.Signals(signum).name}: checkpoint saved at step {state.step} in {path}",
-                      rank)
-            raise TrainingPreempted(signum, state.step, path) from None
-        finally:
-            if track != "none":
-                accelerator.end_training()  # the tracker's files flushed and closed, also on preemption
+    def train_wall_time_s(self) -> float:
+        """The run's training time so far: the earlier segments' and this one's."""
+        return self.state.wall_time_s + time.perf_counter() - self.segment_start
 
-    if keep_best and best_weights is not None:
-        model.load_state_dict(best_weights)
-    return TrainResult(
-        state=state,
-        total_steps=total_steps,
-        steps_per_epoch=steps_per_epoch,
-        resumed_from=resumed_from,
-        device=device,
-        bf16=bf16,
-        processes=processes,
-        is_main=rank == 0,
-        train_wall_time_s=state.wall_time_s + time.perf_counter() - segment_start,
-        compile=_compile_outcome(record, update, loss_fn),
-    )
+
+def _run_segment(segment: _Segment, step: _Stepper) -> None:
+    """The optimizer steps from ``segment.state`` to the last step or an early stop, each followed by its log line,
+    evaluation and checkpoint where due; ``StopRequested`` when a process was signalled (checked before and after each
+    step)."""
+    state = segment.state
+    if segment.evaluation_due():  # an evaluation was abandoned when the previous segment was preempted
+        segment.evaluate()
+    while state.step < segment.total_steps and not state.stopped_early:
+        if segment.stop_agreed():
+            raise StopRequested
+        terms, lr = step(state)
+        segment.unread.append((state.step, terms, lr))
+        if segment.progress.due(state.step):
+            segment.read_losses()
+        if segment.evaluation_due():
+            segment.read_losses()
+            segment.evaluate()
+        if segment.stop_agreed():
+            raise StopRequested
+        every = segment.checkpoint_every
+        if every and state.step % every == 0 and state.step < segment.total_steps and not state.stopped_early:
+            segment.read_losses()
+            segment.checkpoint()  # not after the last step: the caller saves the model next
+    segment.read_losses()
+    if segment.evaluation_due():
+        segment.evaluate()
+
+
+def _preempted(segment: _Segment, emit: LogFn, rank: int) -> TrainingPreempted:
+    """After a stop was agreed: the losses read, a checkpoint saved and announced; the error that ends the run."""
+    segment.read_losses()
+    path = segment.checkpoint()
+    signum = segment.guard.signum if segment.guard.signum is not None else signal.SIGTERM  # another process's signal
+    step = segment.state.step
+    _announce(emit, f"received {signal.Signals(signum).name}: checkpoint saved at step {step} in {path}", rank)
+    return TrainingPreempted(signum, step, path)
 
 
 def step_counts(n_rows: int, settings: Mapping[str, Any]) -> tuple[int, int, int]:

@@ -31,9 +31,10 @@ balance* of the paper's Fig. 2 is ``mean_y |q(y|F_j=1) - q(y)|`` with ``q(y)`` t
 (:func:`label_balance`).
 
 Conventions shared by every public function: ``features`` is a ``scipy.sparse`` matrix of shape ``(n, d)`` whose
-nonzero entries mean "present" (counts are fine, explicit zeros are absent); ``labels`` is an integer array of shape
-``(n,)`` with values in ``[0, n_labels)``; ``weights`` is ``None`` (uniform) or a nonnegative array of shape ``(n,)``
-with a positive sum, normalised internally. Invalid inputs raise :class:`ValueError` naming the problem.
+nonzero entries mean "present" (counts are fine, explicit zeros are absent); ``labels`` is an array of label ids of
+shape ``(n,)`` with values in ``[0, n_labels)`` (integers, or whole-number floats: :mod:`spurious.lexical.labels`);
+``weights`` is ``None`` (uniform) or a nonnegative array of shape ``(n,)`` with a positive sum, normalised
+internally. Invalid inputs raise :class:`ValueError` naming the problem.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ import scipy.sparse as sp
 import torch
 
 from spurious.core.io import align_to_ids
+from spurious.core.training import pick_device
+from spurious.lexical.labels import check_labels, check_n_labels
 
 OPTIMIZERS = ("lbfgs", "adam")
 """Optimizers accepted by :func:`solve_weights`; the first is the default (see :func:`solve_weights` for why)."""
@@ -71,33 +74,6 @@ class ReweightCollapse(ValueError):
 # --------------------------------------------------------------------------------------------------------------------
 # Input validation
 # --------------------------------------------------------------------------------------------------------------------
-
-
-def _check_n_labels(n_labels: int) -> int:
-    if isinstance(n_labels, bool) or not isinstance(n_labels, int | np.integer):
-        raise ValueError(f"n_labels must be an integer, got {type(n_labels).__name__}")
-    if n_labels < 2:
-        raise ValueError(f"n_labels must be at least 2, got {n_labels}")
-    return int(n_labels)
-
-
-def _check_labels(labels: Any, n: int, n_labels: int) -> np.ndarray:
-    """Labels as an int64 array of shape ``(n,)`` with values in ``[0, n_labels)``."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1:
-        raise ValueError(f"labels must be 1-D, got shape {arr.shape}")
-    if arr.shape[0] != n:
-        raise ValueError(f"labels has {arr.shape[0]} entries but features has {n} rows (instances)")
-    integral = np.issubdtype(arr.dtype, np.integer) or (
-        np.issubdtype(arr.dtype, np.floating) and np.all(np.isfinite(arr)) and np.all(arr == np.round(arr))
-    )
-    if arr.size and not integral:
-        raise ValueError(f"labels must be integers, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64)
-    if arr.size and (arr.min() < 0 or arr.max() >= n_labels):
-        bad = arr[(arr < 0) | (arr >= n_labels)]
-        raise ValueError(f"labels out of range [0, {n_labels}): found {bad[0]} ({bad.size} instance(s))")
-    return arr
 
 
 def _presence(features: Any) -> sp.csr_matrix:
@@ -136,9 +112,9 @@ def _prepare(
     features: Any, labels: Any, n_labels: int, weights: Any = None
 ) -> tuple[sp.csr_matrix, np.ndarray, int, np.ndarray]:
     """Validate the shared arguments; returns (presence CSR, int64 labels, n_labels, normalised weights)."""
-    n_labels = _check_n_labels(n_labels)
+    n_labels = check_n_labels(n_labels)
     presence = _presence(features)
-    y = _check_labels(labels, presence.shape[0], n_labels)
+    y = check_labels(labels, presence.shape[0], n_labels)
     q = _check_weights(weights, presence.shape[0])
     return presence, y, n_labels, q
 
@@ -314,18 +290,6 @@ class ReweightResult:
     q_final: np.ndarray | None = None
 
 
-def _pick_device(device: str) -> torch.device:
-    if device == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        dev = torch.device(device)
-    except RuntimeError as exc:
-        raise ValueError(f"device must be 'auto', 'cpu', 'cuda' or a torch device string, got {device!r}") from exc
-    if dev.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device {device!r} requested but CUDA is not available")
-    return dev
-
-
 def _torch_csr(matrix: sp.csr_matrix, device: torch.device) -> torch.Tensor:
     """A scipy CSR matrix as a float64 torch sparse CSR tensor (never densified)."""
     with warnings.catch_warnings():
@@ -497,7 +461,10 @@ def solve_weights(
         raise ValueError(f"log_every must be a positive integer, got {log_every!r}")
     if optimizer not in OPTIMIZERS:
         raise ValueError(f"optimizer must be one of {OPTIMIZERS}, got {optimizer!r}")
-    dev = _pick_device(device)
+    try:
+        dev = pick_device(device)
+    except RuntimeError as exc:  # torch's unknown device string, or CUDA without one: an invalid input, as any other
+        raise ValueError(str(exc)) from exc
     n = presence.shape[0]
     floor = min_ess_fraction * n
     emit = log or (lambda _msg: None)

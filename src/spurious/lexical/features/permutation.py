@@ -17,7 +17,8 @@ from scipy.stats import hypergeom
 
 from spurious.core.io import align_to_ids
 from spurious.lexical.features.tokens import _vocabulary_index, feature_matrix
-from spurious.lexical.features.zscores import _as_csr, _check_labels, associated_labels, label_counts
+from spurious.lexical.features.zscores import _as_csr, associated_labels, label_counts
+from spurious.lexical.labels import check_labels
 
 log = logging.getLogger(__name__)
 
@@ -53,7 +54,7 @@ def usual_unusual(
     csr = _as_csr(matrix)
     if isinstance(vocabulary, str) or len(vocabulary) != csr.shape[1]:
         raise ValueError(f"vocabulary must list one feature per matrix column ({csr.shape[1]})")
-    y = _check_labels(labels, csr.shape[0], None)
+    y = check_labels(labels, csr.shape[0], None)
     if not isinstance(feature_labels, Mapping):
         raise ValueError(f"feature_labels must map feature -> label id, got {type(feature_labels).__name__}")
     selected: list[tuple[str, int]] = []

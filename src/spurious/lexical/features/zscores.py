@@ -12,6 +12,7 @@ import pandas as pd
 import scipy.sparse as sp
 
 from spurious.lexical.features.tokens import TOP_FEATURE_COLUMNS, ZSCORE_COLUMNS, feature_matrix, tokenize
+from spurious.lexical.labels import check_labels, check_n_labels
 
 log = logging.getLogger(__name__)
 
@@ -25,43 +26,15 @@ def _as_csr(matrix: Any) -> sp.csr_matrix:
     return sp.csr_matrix(arr)
 
 
-def _check_labels(labels: Any, n_rows: int, n_labels: int | None) -> np.ndarray:
-    """Return ``labels`` as an int64 vector of length ``n_rows`` with ids in ``[0, n_labels)``."""
-    arr = np.asarray(labels)
-    if arr.ndim != 1 or arr.shape[0] != n_rows:
-        raise ValueError(f"labels must be a 1-D array with one entry per instance ({n_rows}), got shape {arr.shape}")
-    if arr.size and not (np.issubdtype(arr.dtype, np.integer) or arr.dtype == bool):
-        raise ValueError(f"labels must be integer label ids, got dtype {arr.dtype}")
-    arr = arr.astype(np.int64, copy=False)
-    if arr.size and arr.min() < 0:
-        raise ValueError(
-            f"labels must be non-negative label ids; got {int(arr.min())} (drop instances without a gold label, "
-            "e.g. SNLI's '-', before calling)"
-        )
-    if n_labels is not None and arr.size and arr.max() >= n_labels:
-        raise ValueError(f"label id {int(arr.max())} is out of range for n_labels={n_labels}")
-    return arr
-
-
-def _check_n_labels(n_labels: int, minimum: int = 1) -> int:
-    try:
-        value = operator.index(n_labels)
-    except TypeError as exc:
-        raise ValueError(f"n_labels must be an integer, got {n_labels!r}") from exc
-    if value < minimum:
-        raise ValueError(f"n_labels must be at least {minimum}, got {value}")
-    return value
-
-
 def label_counts(matrix: Any, labels: np.ndarray, n_labels: int) -> np.ndarray:
     """Sum of each feature's matrix values per gold label: a ``(d, n_labels)`` array.
 
     With a types (0/1) matrix entry ``[w, ℓ]`` is the number of instances of label ``ℓ`` containing ``w``; with a
     tokens matrix it is the number of occurrences.  Computed as one sparse product with a label indicator matrix.
     """
-    n_labels = _check_n_labels(n_labels)
+    n_labels = check_n_labels(n_labels, minimum=1)
     csr = _as_csr(matrix)
-    y = _check_labels(labels, csr.shape[0], n_labels)
+    y = check_labels(labels, csr.shape[0], n_labels)
     indicator = sp.csr_matrix(
         (np.ones(len(y), dtype=csr.dtype), (y, np.arange(len(y)))), shape=(n_labels, csr.shape[0])
     )
@@ -89,7 +62,7 @@ def z_scores(matrix: Any, labels: np.ndarray, n_labels: int) -> np.ndarray:
     (Gardner et al. 2021: under the null "a single word is uninformative" every label is equally likely, whatever
     the label prior).  Needs at least two labels, since ``p0 (1 − p0)`` is 0 for one label.
     """
-    _check_n_labels(n_labels, minimum=2)
+    check_n_labels(n_labels)
     return _z_from_counts(label_counts(matrix, labels, n_labels))[2]
 
 
@@ -106,7 +79,7 @@ def zscore_table(
     ``z``.  This one table feeds :func:`top_features` and :func:`associated_labels`, so selection and ``y_j`` are
     guaranteed to come from the same counts.
     """
-    n_labels = _check_n_labels(n_labels, minimum=2)
+    n_labels = check_n_labels(n_labels)
     csr = _as_csr(matrix)
     if isinstance(vocabulary, str) or len(vocabulary) != csr.shape[1]:
         raise ValueError(f"vocabulary must list one feature per matrix column ({csr.shape[1]})")
