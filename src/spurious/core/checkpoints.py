@@ -139,7 +139,9 @@ def _restore_schedule(scheduler: Any, ckpt: Path, step: int, checkpoint_dir: Pat
     run computed them) and check them against the checkpoint's record."""
     path = ckpt / SCHEDULE_FILE
     if not path.is_file():
-        raise RuntimeError(f"checkpoint {ckpt} has no {SCHEDULE_FILE} (incomplete); delete {checkpoint_dir} to start afresh")
+        raise RuntimeError(
+            f"checkpoint {ckpt} has no {SCHEDULE_FILE} (incomplete); delete {checkpoint_dir} to start afresh"
+        )
     record = readers.read_json(path, kind="training checkpoint's schedule", fix=_afresh(checkpoint_dir))
     if record.get("step") != step:
         raise RuntimeError(
@@ -149,7 +151,9 @@ def _restore_schedule(scheduler: Any, ckpt: Path, step: int, checkpoint_dir: Pat
     scheduler.last_epoch = step - 1
     with warnings.catch_warnings():
         # step() warns when it comes before the optimizer's first step; here it only moves the schedule to the step
-        warnings.filterwarnings("ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before", category=UserWarning)
+        warnings.filterwarnings(
+            "ignore", message=r"Detected call of `lr_scheduler\.step\(\)` before", category=UserWarning
+        )
         scheduler.step()
     rates = [float(lr) for lr in scheduler.get_last_lr()]
     if rates != record.get("learning_rates"):
@@ -192,7 +196,9 @@ def save_checkpoint(
         os.replace(tmp, final)
         fsync_dir(checkpoint_dir)
         for old in checkpoint_dir.iterdir():
-            if old != final and old.is_dir() and (old.name.startswith(CHECKPOINT_PREFIX) or old.name.startswith(".tmp-")):
+            if old != final and old.is_dir() and (
+                old.name.startswith(CHECKPOINT_PREFIX) or old.name.startswith(".tmp-")
+            ):
                 shutil.rmtree(old, ignore_errors=True)
     accelerator.wait_for_everyone()
     return final

@@ -168,7 +168,9 @@ def err(features: Any, labels: Any, n_labels: int, weights: Any = None, *, targe
     present = ~np.isnan(cond[:, 0])
     if not present.any():
         raise ValueError("no feature is present in an instance with positive weight; Err is undefined")
-    reference = np.full(n_labels, 1.0 / n_labels) if target == "uniform" else np.bincount(y, weights=q, minlength=n_labels)
+    reference = (
+        np.full(n_labels, 1.0 / n_labels) if target == "uniform" else np.bincount(y, weights=q, minlength=n_labels)
+    )
     return float(np.mean(np.abs(cond[present] - reference[None, :])))
 
 

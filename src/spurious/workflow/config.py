@@ -82,7 +82,9 @@ def load_config_file(path: str | os.PathLike) -> dict[str, Any]:
     except (yaml.YAMLError, UnicodeDecodeError) as exc:
         raise InputError(f"{path}: not valid YAML ({' '.join(str(exc).split())}); write the config as YAML") from None
     if not isinstance(config, dict):
-        raise InputError(f"{path}: a config is a mapping of keys (run_name, datasets, ...), got {type(config).__name__}")
+        raise InputError(
+            f"{path}: a config is a mapping of keys (run_name, datasets, ...), got {type(config).__name__}"
+        )
     return config
 
 
@@ -135,9 +137,14 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
     problems = []
     model = debias["model"]
     if model not in cfg["models"]:
-        raise ConfigError(f"invalid configuration:\n  config key 'debias.model': unknown model {model!r}; declared: {sorted(cfg['models'])}")
+        raise ConfigError(
+            f"invalid configuration:\n  config key 'debias.model': unknown model {model!r}; "
+            f"declared: {sorted(cfg['models'])}"
+        )
     if debias["original_seed"] not in cfg["models"][model]["seeds"]:
-        problems.append(f"config key 'debias.original_seed': model {model!r} is not trained with seed {debias['original_seed']}")
+        problems.append(
+            f"config key 'debias.original_seed': model {model!r} is not trained with seed {debias['original_seed']}"
+        )
     unknown = sorted(set(debias["heuristics"]) - set(cfg["heuristics"]["names"]))
     if unknown:
         problems.append(f"config key 'debias.heuristics': {unknown} are not in heuristics.names")
@@ -153,7 +160,9 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
             problems.append(f"config key 'debias.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
     for name in cfg["datasets"]:
         if "fixed" in available_splits(cfg, name):
-            problems.append(f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)")
+            problems.append(
+                f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)"
+            )
     training_schema = {"$defs": schema["$defs"], **schema["$defs"]["training"]}
     base = cfg["models"][model]["training"]
     if "plain" in debias["methods"]:
@@ -182,7 +191,8 @@ def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
             if merged[key] != base[key]:
                 problems.append(
                     f"config key 'debias.{stage}.training.{key}' (or debias.training.{key}): the debiased models share "
-                    f"the original model's featurisation ({key}={base[key]}); bias and teacher logits are stored per window"
+                    f"the original model's featurisation ({key}={base[key]}); bias and teacher logits are stored per "
+                    "window"
                 )
         for error in jsonschema.Draft202012Validator(training_schema).iter_errors(merged):
             problems.append(f"config key 'debias.{stage}.training.{_key_path(error)}': {error.message}")
@@ -222,7 +232,9 @@ def _check_references(cfg: dict[str, Any]) -> None:
         if not ref:
             return
         if ref["dataset"] not in cfg["datasets"]:
-            problems.append(f"config key '{key}.dataset': unknown dataset {ref['dataset']!r}; declared: {sorted(cfg['datasets'])}")
+            problems.append(
+                f"config key '{key}.dataset': unknown dataset {ref['dataset']!r}; declared: {sorted(cfg['datasets'])}"
+            )
         elif ref["split"] not in available_splits(cfg, ref["dataset"]):
             problems.append(
                 f"config key '{key}.split': dataset {ref['dataset']!r} has no split {ref['split']!r}; "
@@ -248,7 +260,9 @@ def _check_references(cfg: dict[str, Any]) -> None:
             if name not in cfg["models"]:
                 problems.append(f"config key '{key}': unknown model {name!r}; declared: {sorted(cfg['models'])}")
         if reference["model"] in cfg["models"] and reference["seed"] not in cfg["models"][reference["model"]]["seeds"]:
-            problems.append(f"config key 'figure4.reference.seed': model {reference['model']!r} is not trained with that seed")
+            problems.append(
+                f"config key 'figure4.reference.seed': model {reference['model']!r} is not trained with that seed"
+            )
         if reference["model"] in figure4["models"]:
             problems.append("config key 'figure4.models': the reference model is the figure's first row, not listed")
         source = figure4["thresholds_from"]
@@ -259,7 +273,8 @@ def _check_references(cfg: dict[str, Any]) -> None:
                 problems.append(f"config key 'figure4.thresholds_from.model': unknown model {searched['model']!r}")
             elif source is not reference and searched["seed"] not in cfg["models"][searched["model"]]["seeds"]:
                 problems.append(
-                    f"config key 'figure4.thresholds_from.seed': model {searched['model']!r} is not trained with that seed"
+                    f"config key 'figure4.thresholds_from.seed': model {searched['model']!r} is not trained with "
+                    "that seed"
                 )
             if searched["model"] in figure4["models"]:
                 problems.append(
@@ -285,7 +300,9 @@ def _check_references(cfg: dict[str, Any]) -> None:
             problems.append(f"config key 'segments.{i}.heuristic': {seg['heuristic']!r} is not in heuristics.names")
         tsplit = seg.get("threshold_split") or seg["split"]
         if seg["dataset"] in cfg["datasets"] and tsplit not in available_splits(cfg, seg["dataset"]):
-            problems.append(f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}")
+            problems.append(
+                f"config key 'segments.{i}.threshold_split': dataset {seg['dataset']!r} has no split {tsplit!r}"
+            )
         if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
             problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
     if problems:
@@ -310,9 +327,13 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
             if key == "train" and spec["task"] == "qa" or key == "tfidf_reference" and spec["task"] != "qa":
                 problems.append(f"config key 'audit.{name}.{key}': not used by a {spec['task']} audit; remove it")
             elif task.get(ref["dataset"]) != wanted:
-                problems.append(f"config key 'audit.{name}.{key}': {ref['dataset']!r} is not a declared {wanted} dataset")
+                problems.append(
+                    f"config key 'audit.{name}.{key}': {ref['dataset']!r} is not a declared {wanted} dataset"
+                )
             elif ref["split"] not in available_splits(cfg, ref["dataset"]):
-                problems.append(f"config key 'audit.{name}.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
+                problems.append(
+                    f"config key 'audit.{name}.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}"
+                )
     for name, ds in cfg["datasets"].items():
         derive = ds.get("derive")
         allowed = ("title",) if ds["task"] == "qa" else ("random", "text_a", "squad_article")
@@ -334,13 +355,17 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
                 f"config key 'datasets.{name}.derive.squad.dataset': {ref['dataset']!r} is not a declared QA dataset"
             )
         elif ref and ref["split"] not in available_splits(cfg, ref["dataset"]):
-            problems.append(f"config key 'datasets.{name}.derive.squad.split': {ref['dataset']!r} has no split {ref['split']!r}")
+            problems.append(
+                f"config key 'datasets.{name}.derive.squad.split': {ref['dataset']!r} has no split {ref['split']!r}"
+            )
     qa_refs = [(f"models.{m}.{k}", spec[k]) for m, spec in cfg["models"].items() for k in ("train", "validation")]
     qa_refs += [(f"evaluate.{i}", ref) for i, ref in enumerate(cfg["evaluate"])]
     qa_refs += [("human", cfg.get("human")), ("heuristics.tfidf_reference", cfg["heuristics"].get("tfidf_reference"))]
     for key, ref in qa_refs:
         if ref and task.get(ref["dataset"]) not in (None, "qa"):
-            problems.append(f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA")
+            problems.append(
+                f"config key '{key}': dataset {ref['dataset']!r} is a {task[ref['dataset']]} dataset, not QA"
+            )
     lexical = cfg.get("lexical")
     for name, spec in (lexical or {}).get("datasets", {}).items():
         problems += classification_dataset_problems(
@@ -404,10 +429,14 @@ def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> lis
         if task[dataset] != "classification":
             problems.append(f"config key '{key}.dataset': {dataset!r} is a {task[dataset]} dataset, not classification")
         have = available_splits(cfg, dataset)
-        wanted = [("splits", s) for s in spec["splits"]] + [("finetune.split", (spec.get("finetune") or {}).get("split"))]
+        wanted = [("splits", s) for s in spec["splits"]] + [
+            ("finetune.split", (spec.get("finetune") or {}).get("split"))
+        ]
         for where, split in wanted:
             if split is not None and split not in have:
-                problems.append(f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}")
+                problems.append(
+                    f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}"
+                )
         if spec.get("finetune") and spec["finetune"]["split"] in spec["splits"]:
             problems.append(f"config key '{key}.finetune.split': the fine-tuning split is also evaluated")
     return problems

@@ -136,7 +136,8 @@ class Card:
 
 CARDS = {
     "h200": Card("NVIDIA H200 SXM", 989.0, 4.8, "NVIDIA H200 datasheet: 989 TFLOPS dense BF16, 4.8 TB/s HBM3e"),
-    "h100": Card("NVIDIA H100 SXM5", 989.0, 3.35, "NVIDIA H100 datasheet (SXM5): 989 TFLOPS dense BF16, 3.35 TB/s HBM3"),
+    "h100": Card("NVIDIA H100 SXM5", 989.0, 3.35,
+                 "NVIDIA H100 datasheet (SXM5): 989 TFLOPS dense BF16, 3.35 TB/s HBM3"),
     "a100": Card("NVIDIA A100 SXM 80GB", 312.0, 2.039,
                  "NVIDIA A100 datasheet (80GB SXM): 312 TFLOPS dense BF16, 2,039 GB/s HBM2e"),
     "v100": Card("NVIDIA V100 SXM2", 15.7, 0.9, "NVIDIA V100 datasheet (SXM2): no BF16, so `bf16: auto` trains in "
@@ -361,7 +362,8 @@ class Planner:
 
     def startup(self, cost: JobCost, size: ModelSize, questions: float = 0.0) -> None:
         """Python and imports, the model's weights read, and a QA job's questions cut into windows."""
-        seconds = (GPU_JOB_STARTUP_S if cost.gpus else CPU_JOB_STARTUP_S) + 4 * (size.parameters or 0) / DISK_BYTES_PER_S
+        seconds = ((GPU_JOB_STARTUP_S if cost.gpus else CPU_JOB_STARTUP_S)
+                   + 4 * (size.parameters or 0) / DISK_BYTES_PER_S)
         seconds += questions * FEATURIZE_S_PER_QUESTION
         cost.add("start-up", seconds * (1 if cost.gpus else max(cost.threads, 1)))
 
@@ -456,8 +458,8 @@ def planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, r
         snakemake_log.propagate = propagate
 
 
-def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path,
-                  targets: frozenset[str], forcerun: frozenset[str] = frozenset()) -> tuple[dict[str, Any], list[PlannedJob]]:
+def _planned_jobs(configfiles: list[Path], profile: Path | None, workdir: Path, root: Path, targets: frozenset[str],
+                  forcerun: frozenset[str] = frozenset()) -> tuple[dict[str, Any], list[PlannedJob]]:
     from snakemake.api import SnakemakeApi
     from snakemake.settings.types import (
         ConfigSettings,
@@ -598,8 +600,9 @@ UNCERTAINTY = (
     "or by parameters × tokens, whichever gives more; a large model uses a card better than the BERT-base step did, "
     "so their figures are more likely high than low, possibly by a factor of 2 to 3. Classification steps are counted "
     "padded to max_length, at their widest. Other cards (--gpu) are scaled by a factor from their published peak and "
-    "bandwidth, not measured here. 'bound' rows are upper bounds (a max_steps cap with early stopping, a set of unknown size bounded by its "
-    "source); 'estimate' rows rest on a stated assumption; 'unknown' ones on a size guessed at 10,000 rows."
+    "bandwidth, not measured here. 'bound' rows are upper bounds (a max_steps cap with early stopping, a set of "
+    "unknown size bounded by its source); 'estimate' rows rest on a stated assumption; 'unknown' ones on a size "
+    "guessed at 10,000 rows."
 )
 
 

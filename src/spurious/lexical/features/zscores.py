@@ -1,4 +1,5 @@
-"""Feature z-scores per label (Gardner et al.'s test as the paper applies it), the top features, stop words, the selection step."""
+"""Feature z-scores per label (Gardner et al.'s test as the paper applies it), the top features, stop words, the
+selection step."""
 
 from __future__ import annotations
 

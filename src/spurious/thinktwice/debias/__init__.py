@@ -1,9 +1,9 @@
 """Debiasing objectives for extractive QA: LearnedMixin+H (LMix), Confidence Regularization (CReg) and ReSam.
 
-The paper (§4.3–4.4, App. B.2) applies the three methods to BERT-base fine-tuned on SQuAD; its authors' code (MIR-MU/isbiased,
-``learnedMixinH/`` and ``confidenceRegularization/``) shows what it does where it departs from the original methods. Our defaults follow the original
-methods (Clark et al. 2019 for LMix, Utama et al. 2020 for CReg) and ``compat="isbiased"`` reproduces the authors' code,
-quirks included, for comparison with their numbers.
+The paper (§4.3–4.4, App. B.2) applies the three methods to BERT-base fine-tuned on SQuAD; its authors' code
+(MIR-MU/isbiased, ``learnedMixinH/`` and ``confidenceRegularization/``) shows what it does where it departs from the
+original methods. Our defaults follow the original methods (Clark et al. 2019 for LMix, Utama et al. 2020 for CReg)
+and ``compat="isbiased"`` reproduces the authors' code, quirks included, for comparison with their numbers.
 
 Conventions: logits are ``[B, T]`` tensors of start or end scores; gold positions are ``LongTensor [B]``; ``valid_mask``
 (``BoolTensor [B, T]``) marks the positions a prediction may take, i.e. the context tokens plus the CLS token (where
@@ -11,10 +11,10 @@ HF featurisation labels windows that do not contain the answer). Bias and teache
 the same tokens. Losses are computed in float32 whatever the model's dtype (bf16 softmaxes over 384 positions are too
 coarse for the small differences these losses are made of).
 
-Masking (the authors' code masks nothing): by default the softmaxes of the main model, the bias model and the teacher run over
-valid positions only, so that the loss does not depend on question tokens, padding, or how wide a batch happens to be
-padded. The reference code masks nothing; ``mask_non_context=False`` reproduces that in the default formulas, and
-``compat="isbiased"`` never masks.
+Masking (the authors' code masks nothing): by default the softmaxes of the main model, the bias model and the teacher
+run over valid positions only, so that the loss does not depend on question tokens, padding, or how wide a batch
+happens to be padded. The reference code masks nothing; ``mask_non_context=False`` reproduces that in the default
+formulas, and ``compat="isbiased"`` never masks.
 
 The bias scale ``s``. The paper contradicts itself about how strongly the bias is rescaled: App. B.2.1 scales bias
 probabilities to ⟨0; 0.2⟩ for LMix and ⟨0; 0.1⟩ for CReg, while App. B.2.3–4 fix the interval ⟨0; x⟩ at x = 0.8

@@ -1,4 +1,5 @@
-"""The debiasing losses on logits and masks: masked softmax pieces, the bias-probability rescaling, LearnedMixin+H (with its gates) and Confidence Regularization, each in the paper's and the authors' (compat) position conventions.
+"""The debiasing losses on logits and masks: masked softmax pieces, the bias-probability rescaling, LearnedMixin+H
+(with its gates) and Confidence Regularization, each in the paper's and the authors' (compat) position conventions.
 
 Every value the losses return (the loss and its logged statistics) is a tensor on the logits' device, so a training
 step never waits for the GPU. The checks of values (positions within the batch, gold positions inside the mask,
@@ -161,8 +162,8 @@ class LearnedMixinGate(nn.Module):
     """Clark et al. (2019) QA gate: one non-negative scalar per example, shared by the start and end distributions.
 
     ``g(x) = softplus(a·[maxpool_q(W_q h + b_q); maxpool_p(W_p h + b_p)] + c)``, the max-pools running over the
-    question and the passage (context) tokens respectively (Clark et al. 2019; chrisc36/debias, ``LearnedMixin``). softplus keeps g ≥ 0, so the
-    main model can down-weight the bias but never invert it.
+    question and the passage (context) tokens respectively (Clark et al. 2019; chrisc36/debias, ``LearnedMixin``).
+    softplus keeps g ≥ 0, so the main model can down-weight the bias but never invert it.
     """
 
     def __init__(self, hidden_size: int, dim: int = 50) -> None:
@@ -206,7 +207,8 @@ class LearnedMixinGate(nn.Module):
 
 
 class TokenGate(nn.Module):
-    """The isbiased gate (MIR-MU/isbiased, ``learnedMixinH/loss.py``): ``g_t = softplus(Linear(h_t))`` for every token, shape ``[B, T]``.
+    """The isbiased gate (MIR-MU/isbiased, ``learnedMixinH/loss.py``): ``g_t = softplus(Linear(h_t))`` for every
+    token, shape ``[B, T]``.
 
     Initialised as the authors' ``post_init`` does (weights N(0, 0.02), bias 0), so compat runs start where theirs did.
     One gate serves both the start and the end distribution, as their single ``learned_bias_scalar`` does.
@@ -336,22 +338,23 @@ def learned_mixin_h_loss(
     ``entropy`` and the gate's distribution over the batch (``gate`` = its mean, ``gate_q10``/``q50``/``q90``,
     ``gate_max``). ``validate=False`` leaves out the checks of values (positions, masks; see the module docstring).
 
-    Default (Clark et al. 2019; chrisc36/debias, ``LearnedMixin``), for start and end separately: ``ℓ = log_softmax(z)``,
-    ``log p'_b = log rescale_bias_probs(softmax(b), s)``, NLL of ``softmax(ℓ + g·log p'_b)`` at the gold position and
-    the entropy of ``softmax(g·log p_b)`` with ``p_b = softmax(b)`` *unrescaled* (the rescaling only tempers the bias
-    in the mixture; Clark's QA loss, which has no rescaling, and the authors' Adaptor objective keep it out of the
-    entropy), all softmaxes over ``valid_mask`` (over every position with ``mask_non_context=False``, the reference
-    behaviour, or ``valid_mask=None``). With s = 1 this is Clark's loss exactly. ``entropy_on="rescaled"`` puts the
-    penalty on ``softmax(g·log p'_b)`` instead (our round-1 formula; it drives the gate up, see
-    ``_lmix_clark_position``). ``gate`` is ``[B]``, one scalar per example shared by start and end. Loss =
-    mean_B (NLL_s + NLL_e)/2 + ``entropy_weight``·mean_B (H_s + H_e)/2. The entropy penalty stops the gate from
-    switching the bias off (g = 0 would otherwise be an easy way out).
+    Default (Clark et al. 2019; chrisc36/debias, ``LearnedMixin``), for start and end separately:
+    ``ℓ = log_softmax(z)``, ``log p'_b = log rescale_bias_probs(softmax(b), s)``, NLL of ``softmax(ℓ + g·log p'_b)`` at
+    the gold position and the entropy of ``softmax(g·log p_b)`` with ``p_b = softmax(b)`` *unrescaled* (the rescaling
+    only tempers the bias in the mixture; Clark's QA loss, which has no rescaling, and the authors' Adaptor objective
+    keep it out of the entropy), all softmaxes over ``valid_mask`` (over every position with ``mask_non_context=False``,
+    the reference behaviour, or ``valid_mask=None``). With s = 1 this is Clark's loss exactly. ``entropy_on="rescaled"``
+    puts the penalty on ``softmax(g·log p'_b)`` instead (our round-1 formula; it drives the gate up, see
+    ``_lmix_clark_position``). ``gate`` is ``[B]``, one scalar per example shared by start and end. Loss = mean_B
+    (NLL_s + NLL_e)/2 + ``entropy_weight``·mean_B (H_s + H_e)/2. The entropy penalty stops the gate from switching the
+    bias off (g = 0 would otherwise be an easy way out).
 
-    ``compat="isbiased"`` (MIR-MU/isbiased, ``learnedMixinH/loss.py``): ``gate`` is per token ``[B, T]``, ``s_t = g_t·b_t`` on the *raw*
-    bias logits (no softmax, no rescaling), loss_pos = CE(z + scale·s, gold) + entropy_weight·mean_B H(softmax(s)),
-    total = (loss_start + loss_end)/2. The authors divide s by ``scaling_portion`` κ = 10 in the CE only, so their
-    setting is ``scale=0.1`` (= 1/κ). Nothing is masked (``valid_mask`` and ``mask_non_context`` are ignored), as in
-    their code; the loss then depends on the padding width, and they padded every window to 384 tokens.
+    ``compat="isbiased"`` (MIR-MU/isbiased, ``learnedMixinH/loss.py``): ``gate`` is per token ``[B, T]``,
+    ``s_t = g_t·b_t`` on the *raw* bias logits (no softmax, no rescaling), loss_pos = CE(z + scale·s, gold) +
+    entropy_weight·mean_B H(softmax(s)), total = (loss_start + loss_end)/2. The authors divide s by ``scaling_portion``
+    κ = 10 in the CE only, so their setting is ``scale=0.1`` (= 1/κ). Nothing is masked (``valid_mask`` and
+    ``mask_non_context`` are ignored), as in their code; the loss then depends on the padding width, and they padded
+    every window to 384 tokens.
 
     The bias only shapes training: at test time the main model's logits alone are used. Bias logits are detached.
     """
@@ -443,19 +446,20 @@ def confidence_regularization_loss(
     """Confidence Regularization loss for span QA; returns ``(loss, {"ce", "beta"})`` (0-d tensors for logging).
     ``validate=False`` leaves out the checks of values (positions, masks; see the module docstring).
 
-    Default (Utama et al. 2020, UKPLab's ``SmoothedDistillLoss``, applied to the start and the end distribution separately):
-    ``p_T = softmax(teacher)``, ``p_B = softmax(bias)``, ``β = s·p_B[gold]``, ``S ∝ p_T^(1−β)`` and loss =
+    Default (Utama et al. 2020, UKPLab's ``SmoothedDistillLoss``, applied to the start and the end distribution
+    separately): ``p_T = softmax(teacher)``, ``p_B = softmax(bias)``, ``β = s·p_B[gold]``, ``S ∝ p_T^(1−β)`` and loss =
     mean_B −Σ_j S_j log softmax(z)_j, every softmax over ``valid_mask`` (over all positions with
     ``mask_non_context=False`` or ``valid_mask=None``); total = (start + end)/2. The teacher is distilled less sharply
     on the examples the bias model gets right, so they pull less towards the shortcut. ``s = 0`` is plain distillation
     (S = p_T). ``s`` is the paper's rescaling of the bias probabilities; the original method has s = 1.
 
-    ``compat="isbiased"`` (MIR-MU/isbiased, ``confidenceRegularization/overrides/loss.py``) reproduces the authors' code: ``p_T = softmax(exp(teacher))`` and
-    ``p_B = softmax(exp(bias))`` (a double exponentiation, so both are nearly one-hot), ``w = 1 − p_B[gold]·scale``
-    with their ``scaling_portion`` 5, i.e. ``scale=0.2`` (the default), ``S ∝ p_T^w``, soft-target CE over all
-    positions, no masking. The inner ``exp`` overflows float32 for logits above ~88 (their NaN losses); we do not
-    clamp but compute the targets in float64, which delays the overflow to logits above ~709 and otherwise changes
-    nothing (the softmax itself subtracts the maximum, so ``exp(exp(·))`` is never formed).
+    ``compat="isbiased"`` (MIR-MU/isbiased, ``confidenceRegularization/overrides/loss.py``) reproduces the authors'
+    code: ``p_T = softmax(exp(teacher))`` and ``p_B = softmax(exp(bias))`` (a double exponentiation, so both are nearly
+    one-hot), ``w = 1 − p_B[gold]·scale`` with their ``scaling_portion`` 5, i.e. ``scale=0.2`` (the default),
+    ``S ∝ p_T^w``, soft-target CE over all positions, no masking. The inner ``exp`` overflows float32 for logits above
+    ~88 (their NaN losses); we do not clamp but compute the targets in float64, which delays the overflow to logits
+    above ~709 and otherwise changes nothing (the softmax itself subtracts the maximum, so ``exp(exp(·))`` is never
+    formed).
 
     Teacher and bias logits are detached.
     """

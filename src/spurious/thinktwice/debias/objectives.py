@@ -1,4 +1,5 @@
-"""The training objectives that core.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization over stored per-window logits.
+"""The training objectives that core.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization over
+stored per-window logits.
 
 An objective works in two parts, so that a training step never waits for the GPU: ``batch_inputs(feature_index,
 batch)`` on the host, per micro-batch, before the batch moves to the device (the stored logits of its windows laid out
