@@ -58,11 +58,11 @@ from spurious.core.prompt import (
     load_masked_lm,
     read_prompt_file,
 )
+from spurious.core.settings import ResolvedSettings, fill_settings, task_defaults
 from spurious.core.tracking import TRACKER_FOLDER
 from spurious.core.training import (  # TrainingPreempted: what callers of train_classifier catch
     StopRequested,
     autocast,
-    fill_settings,
     pad_multiple,
     padded_width,
     pick_device,
@@ -78,38 +78,20 @@ from spurious.core.training import (
 logger = logging.getLogger(__name__)
 LogFn = Callable[[str], None]
 
-DEFAULT_SETTINGS: dict[str, Any] = {
-    "learning_rate": 2e-5,
-    "batch_size": 32,
-    "gradient_accumulation_steps": 1,
-    "epochs": 3,
-    "max_steps": None,
-    "warmup_ratio": 0.0,
-    "weight_decay": 0.0,
-    "max_grad_norm": 1.0,
-    "max_length": 128,
-    "group_by_length": False,
-    "checkpoint_every": 200,
-    "seed": 0,
-    "device": "auto",
-    "bf16": "auto",
-    "threads": None,
-    "log_every": 50,
-    "eval_batch_size": 128,
-    # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
-    "pad_to_multiple_of": "auto",
-    # padded, or packed: examples end to end without padding, attention by varlen_attn on CUDA (spurious.core.packing)
-    "attention": "padded",
-    # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
-    # CUDA runs long enough to repay the compilation (spurious.core.compiled). off until a GPU run has measured
-    # compiled training: auto and on are unmeasured (docs/gpu.md)
-    "compile": "off",
-    "tracker": "none",  # an execution setting (spurious.core.tracking)
-    # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
-    "eval_every": None,
-    # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count
-    "processes": 1,
-}
+DEFAULT_SETTINGS: dict[str, Any] = task_defaults(
+    # the order training.json records them in
+    ("learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
+     "weight_decay", "max_grad_norm", "max_length", "group_by_length", "checkpoint_every", "seed", "device", "bf16",
+     "threads", "log_every", "eval_batch_size", "pad_to_multiple_of", "attention", "compile", "tracker", "eval_every",
+     "processes"),
+    {
+        "batch_size": 32,
+        "max_length": 128,
+        "eval_batch_size": 128,
+        # None, an optimizer-step interval, or "epoch": when to measure dev accuracy and keep the best model
+        "eval_every": None,
+    },
+)
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
 EVAL_EVERY_EPOCH = "epoch"
 INIT_MODES = ("pretrained", "scratch")
@@ -118,9 +100,12 @@ TRAINABLE = ("all", "bitfit")
 PREDICTION_COLUMNS = ("id", "label", "prediction", "correct", "probabilities")
 
 
-def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
+def resolve_settings(settings: Mapping[str, Any] | None) -> ResolvedSettings:
     """Fill in defaults; reject unknown keys (a typo would otherwise silently fall back to a default) and an
-    ``eval_every`` that is not None, a positive integer or ``"epoch"``."""
+    ``eval_every`` that is not None, a positive integer or ``"epoch"``. Resolved classification settings are returned
+    as they are: resolved once, passed down unchanged."""
+    if isinstance(settings, ResolvedSettings) and settings.task == "classification":
+        return settings
     s = fill_settings(settings, DEFAULT_SETTINGS, _NULLABLE, "classification")
     packing.check_attention_setting(s["attention"], "classification")
     every = s["eval_every"]
@@ -131,7 +116,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> dict[str, Any]:
             f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
         )
     s["compile"] = compiled.check_setting(s["compile"])
-    return s
+    return ResolvedSettings(s, "classification")
 
 
 @dataclass

@@ -243,15 +243,3 @@ def save_model_dir(output_dir: Path, model: Any, tokenizer: Any, summary: Mappin
 
 def cpu_copy(state_dict: Mapping[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: v.detach().to("cpu", copy=True) for k, v in state_dict.items()}
-
-
-def fill_settings(
-    settings: Mapping[str, Any] | None, defaults: Mapping[str, Any], nullable: frozenset[str], what: str
-) -> dict[str, Any]:
-    """``defaults`` updated by ``settings``; unknown keys are rejected (a typo would otherwise silently fall back to a
-    default) and None means "the default" except for the ``nullable`` keys, where it is a value."""
-    settings = dict(settings or {})
-    unknown = sorted(set(settings) - set(defaults))
-    if unknown:
-        raise ValueError(f"unknown {what} settings {unknown}; known: {sorted(defaults)}")
-    return {**defaults, **{k: v for k, v in settings.items() if v is not None or k in nullable}}
