@@ -14,7 +14,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious.core import checkpoints, classification, classifier, engine, launch, training
+from spurious.core import checkpoints, classification, classifier, engine, launch, steps, training
 from spurious.core.models import load_tokenizer
 from tests.conftest import SHARED  # the data mirror: $SPURIOUS_SHARED (make data's mirror/), else ../shared
 
@@ -122,8 +122,8 @@ def test_losses_read_in_batches_are_the_losses_of_every_step(one_and_two, tiny_b
     a = load_file(tmp / "one" / "model" / "model.safetensors")
     b = load_file(tmp_path / "model" / "model.safetensors")
     assert all(torch.equal(a[k], b[k]) for k in a)
-    steps = [ln.split()[1] for ln in lines if ln.startswith("step ")]
-    assert steps == ["4/6", "6/6"], lines
+    logged = [ln.split()[1] for ln in lines if ln.startswith("step ")]
+    assert logged == ["4/6", "6/6"], lines
 
 
 def test_width_buckets_change_no_classifier_loss_or_probability(one_and_two, tiny_bert, train_rows, tmp_path):
@@ -334,7 +334,7 @@ def test_a_checkpoint_with_an_earlier_versions_pickled_schedule_resumes_exactly(
     # the schedule of that run at step 2, saved as Accelerate saved a registered object (two parameter groups)
     params = torch.nn.Sequential(torch.nn.Linear(2, 2), torch.nn.LayerNorm(2))
     settings = dict(SETTINGS, weight_decay=0.0)
-    _, schedule = engine._optimizer_and_schedule(params, None, settings, 4, torch.device("cpu"))
+    _, schedule = steps.optimizer_and_schedule(params, None, settings, 4, torch.device("cpu"))
     for _ in range(2):
         schedule.optimizer.step()
         schedule.step()
@@ -357,9 +357,9 @@ def test_adamw_is_fused_where_torch_has_the_kernel_and_matches_the_default_one()
         return torch.nn.Sequential(torch.nn.Linear(8, 16), torch.nn.LayerNorm(16), torch.nn.Linear(16, 2))
 
     fused_model, default_model = make(), make()
-    fused, fused_schedule = engine._optimizer_and_schedule(fused_model, None, settings, 10, torch.device("cpu"))
+    fused, fused_schedule = steps.optimizer_and_schedule(fused_model, None, settings, 10, torch.device("cpu"))
     # a device without the fused kernel (only the choice depends on it; the parameters stay on the CPU)
-    default, default_schedule = engine._optimizer_and_schedule(default_model, None, settings, 10, torch.device("meta"))
+    default, default_schedule = steps.optimizer_and_schedule(default_model, None, settings, 10, torch.device("meta"))
     assert fused.param_groups[0]["fused"] is True
     assert not default.param_groups[0]["fused"]
     assert [g["weight_decay"] for g in fused.param_groups] == [0.01, 0.0]
@@ -457,10 +457,10 @@ def test_two_launches_at_once_each_meet_on_a_port_their_launcher_holds():
 def test_split_shares_a_micro_batch_so_the_mean_of_the_scaled_means_is_the_batch_mean(
     rows, processes, rank, expected_rows, factor
 ):
-    mine, got = engine._split(np.array(rows), rank, processes)
+    mine, got = steps._split(np.array(rows), rank, processes)
     assert mine.tolist() == expected_rows and got == pytest.approx(factor)
     # the averaged loss over processes equals the micro-batch's mean loss, for per-row losses equal to the row value
-    shares = [engine._split(np.array(rows), r, processes) for r in range(processes)]
+    shares = [steps._split(np.array(rows), r, processes) for r in range(processes)]
     averaged = sum(np.mean(m) * f for m, f in shares) / processes
     assert averaged == pytest.approx(np.mean(rows))
 
@@ -494,10 +494,10 @@ def test_step_counts_reject_an_empty_batch():
 
 def test_step_micro_batches_take_consecutive_slices_and_stop_at_the_epoch_end():
     order = np.arange(100, 145)  # 45 rows, batch 7: micro-batches 0..5 full, 6 holds 3 rows
-    steps = [engine._step_micro_batches(order, b, 7, 2) for b in (0, 2, 4, 6)]
-    assert [[len(m) for m in step] for step in steps] == [[7, 7], [7, 7], [7, 7], [3]]
-    assert steps[1][0].tolist() == list(range(114, 121)) and steps[3][0].tolist() == [142, 143, 144]
-    assert np.concatenate([m for step in steps for m in step]).tolist() == order.tolist()
+    grouped = [steps.step_micro_batches(order, b, 7, 2) for b in (0, 2, 4, 6)]
+    assert [[len(m) for m in step] for step in grouped] == [[7, 7], [7, 7], [7, 7], [3]]
+    assert grouped[1][0].tolist() == list(range(114, 121)) and grouped[3][0].tolist() == [142, 143, 144]
+    assert np.concatenate([m for step in grouped for m in step]).tolist() == order.tolist()
 
 
 class _Tempered(torch.nn.Module):

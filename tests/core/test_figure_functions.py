@@ -298,9 +298,9 @@ def _sb_named() -> list[dict]:
 
 
 def _sb(name: str, metrics: list[dict]) -> Callable[[Path], Any]:
-    from spurious.spuriousbench import report as rep
+    from spurious.spuriousbench import gap_figures
 
-    fn = getattr(rep, name)
+    fn = getattr(gap_figures, name)
     return lambda tmp: fn(metrics, tmp / "f.png", tmp / "f.svg")
 
 
@@ -449,17 +449,17 @@ CASES: dict[str, dict[str, Callable[[], Callable[[Path], Any]]]] = {
             dict(s, run=f"{NAMES[0]}/{s['run']}", validation_curves={NAMES[1]: s["validation_curves"]["nq"]})
             for s in _loss_summaries()[:3]], id_name=NAMES[1], title=NAMES[0]),
     },
-    "spurious.spuriousbench.report.figure1": {
+    "spurious.spuriousbench.gap_figures.figure1": {
         "SST-2 and MNLI": lambda: _sb("figure1", _sb_real()),
         "one feature, one seed": lambda: _sb("figure1", [r for r in _sb_real()[:6] if r["seed"] == 0]),
         "names": lambda: _sb("figure1", _sb_named()),
     },
-    "spurious.spuriousbench.report.figure2": {
+    "spurious.spuriousbench.gap_figures.figure2": {
         "SST-2 and MNLI": lambda: _sb("figure2", _sb_real()),
         "in-context learning on one dataset": lambda: _sb("figure2", _sb_icl_on_one_dataset()),
         "names": lambda: _sb("figure2", _sb_named()),
     },
-    "spurious.spuriousbench.report.figure3": {
+    "spurious.spuriousbench.gap_figures.figure3": {
         "in-context learning on one dataset": lambda: _sb("figure3", _sb_icl_on_one_dataset()),
         "no in-context results": lambda: _sb("figure3", _sb_real()),
         "names": lambda: _sb("figure3", [dict(r, method="icl") for r in _sb_named() if r["method"] == "finetune"]),
@@ -622,26 +622,26 @@ def test_spuriousbench_figures_2_and_3_have_no_empty_panel_zero_bars_and_upright
     panels where a model had no results ("no bars: no results of icl ..."); feature names stood at 90° even when a
     few short ones fit side by side. Now the fine-tuning methods and the in-context models are separate figures
     with panels only for what ran, and what is left out is named under them."""
-    (fig,) = draw("spurious.spuriousbench.report.figure3", "in-context learning on one dataset", tmp_path)
+    (fig,) = draw("spurious.spuriousbench.gap_figures.figure3", "in-context learning on one dataset", tmp_path)
     assert figures.check_figure(fig) == []
     (sst2,) = fig.axes  # no MNLI panel: it has no in-context results
     assert "Not drawn: mnli (no in-context runs)" in fig._supxlabel.get_text()
     assert all(t.get_rotation() == 0 for t in sst2.get_xticklabels())  # "exclamation", "very": side by side
-    (fig,) = draw("spurious.spuriousbench.report.figure2", "in-context learning on one dataset", tmp_path)
+    (fig,) = draw("spurious.spuriousbench.gap_figures.figure2", "in-context learning on one dataset", tmp_path)
     assert len(fig.axes) == 2 and "in-context learning (Figure 3)" in fig._supxlabel.get_text()
-    (fig,) = draw("spurious.spuriousbench.report.figure3", "no in-context results", tmp_path)
+    (fig,) = draw("spurious.spuriousbench.gap_figures.figure3", "no in-context results", tmp_path)
     assert any(t.startswith("no in-context results") for t in _texts(fig))
     # a gap of exactly 0 is a visible line at 0
-    from spurious.spuriousbench import report as rep
+    from spurious.spuriousbench import gap_figures
 
     zero = {"gap": 0.0, "acc_supporting": 0.5, "acc_counter": 0.5}
     metrics = [{**r, **zero} for r in _sb_records("sst2", {"minilm": "BERT-base"}, ("finetune",), [EXCL])]
     with figures.capture_figures(write=False) as captured:
-        rep.figure2(metrics, tmp_path / "z.png", tmp_path / "z.svg")
+        gap_figures.figure2(metrics, tmp_path / "z.png", tmp_path / "z.svg")
     (bar,) = [p for p in captured[0].axes[0].patches]
     assert bar.get_height() == 0.0 and bar.get_linewidth() > 0 and bar.get_edgecolor()[3] > 0
     # many features: upright, as side by side they would touch
-    (fig,) = draw("spurious.spuriousbench.report.figure2", "SST-2 and MNLI", tmp_path)
+    (fig,) = draw("spurious.spuriousbench.gap_figures.figure2", "SST-2 and MNLI", tmp_path)
     assert all(t.get_rotation() == 90 for ax in fig.axes for t in ax.get_xticklabels())
 
 

@@ -187,7 +187,8 @@ CONTRACT_NAMES = {
         "FEATURES SST2_FEATURES MNLI_FEATURES has_feature can_insert insert construct_split construct_test "
         "spurious_gap sst2_pools mnli_pools build_suite balance_supporting_counter write_split read_split"
     ),
-    "spurious.spuriousbench.report": "gap_table category_table sizes_table figure1 figure2 figure3 summary_lines",
+    "spurious.spuriousbench.report": "gap_table category_table sizes_table summary_lines",
+    "spurious.spuriousbench.gap_figures": "figure1 figure2 figure3",
     "spurious.spuriousbench.config": "config_problems",
     "spurious.aflite.filtering": (
         "fit_logistic_batched predictability_scores Scores select_greedy select_sample aflite AFLiteResult"

@@ -35,7 +35,7 @@ import torch
 from safetensors.torch import load_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from spurious.core import checkpoints, classifier, compiled, engine, qa
+from spurious.core import checkpoints, classifier, compiled, engine, qa, steps
 from spurious.core.models import load_tokenizer
 from spurious.core.prompt import PromptSpec
 from spurious.thinktwice.debias import ConfidenceRegularizationObjective, LearnedMixinObjective
@@ -111,7 +111,7 @@ def _watch_steps(monkeypatch, first: int = 1) -> list[list[tuple[str, str]]]:
     from spurious.core.qa import finetune
 
     found: list[list[tuple[str, str]]] = []
-    real_step, real_to_device = engine._optimizer_step, finetune.to_device
+    real_step, real_to_device = steps.optimizer_step, finetune.to_device
     calls = [0]
 
     def observed(*args, **kwargs):
@@ -130,7 +130,7 @@ def _watch_steps(monkeypatch, first: int = 1) -> list[list[tuple[str, str]]]:
     def to_device(batch, device):
         return {k: v.as_subclass(OnDevice) for k, v in real_to_device(batch, device).items()}
 
-    monkeypatch.setattr(engine, "_optimizer_step", observed)
+    monkeypatch.setattr(steps, "optimizer_step", observed)
     for module in (finetune, classifier):
         monkeypatch.setattr(module, "to_device", to_device)
     return found
@@ -275,7 +275,7 @@ def test_steady_state_cuda_steps_never_synchronise(objective, compile_setting, q
     """On a GPU: the steady-state steps (one batch width, so from the fifth step on every shape has been compiled,
     recorded as a CUDA graph and replayed, and the optimizer step captured) run under
     ``torch.cuda.set_sync_debug_mode("error")``, which raises at any host-device synchronisation."""
-    real = engine._optimizer_step
+    real = steps.optimizer_step
     calls = [0]
 
     def strict(*args, **kwargs):
@@ -288,7 +288,7 @@ def test_steady_state_cuda_steps_never_synchronise(objective, compile_setting, q
         finally:
             torch.cuda.set_sync_debug_mode("default")
 
-    monkeypatch.setattr(engine, "_optimizer_step", strict)
+    monkeypatch.setattr(steps, "optimizer_step", strict)
     settings = dict(QA_SETTINGS, device="cuda", max_steps=8, log_every=8, pad_to_multiple_of=64,
                     compile=compile_setting)  # fmt: skip
     summary = _qa_run(qa_frames, tiny_models["QuestionAnswering"], tmp_path, settings, objective)
@@ -298,10 +298,10 @@ def test_steady_state_cuda_steps_never_synchronise(objective, compile_setting, q
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 def test_the_captured_optimizer_step_makes_the_eager_updates(tmp_path):
-    """On a GPU: ``_Update`` runs clipping, fused AdamW (capturable, its learning rate in a device tensor) and the
-    zeroing of the kept gradients eagerly at its first call and as one captured CUDA graph from the second on; under
-    a changing learning rate its parameters follow the eager optimizer's (the same fused kernel), and its state saves
-    and loads with ``weights_only=True``."""
+    """On a GPU: ``CompiledUpdate`` runs clipping, fused AdamW (capturable, its learning rate in a device tensor) and
+    the zeroing of the kept gradients eagerly at its first call and as one captured CUDA graph from the second on;
+    under a changing learning rate its parameters follow the eager optimizer's (the same fused kernel), and its state
+    saves and loads with ``weights_only=True``."""
     device = torch.device("cuda")
     torch.manual_seed(0)
     eager = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.Tanh(), torch.nn.Linear(32, 4)).to(device)
@@ -311,7 +311,7 @@ def test_the_captured_optimizer_step_makes_the_eager_updates(tmp_path):
     params = list(captured.parameters())
     for p in params:
         p.grad = torch.zeros_like(p)
-    update = engine._Update(captured_opt, params, max_grad_norm=0.5, device=device)
+    update = steps.CompiledUpdate(captured_opt, params, max_grad_norm=0.5, device=device)
     for step in range(6):
         x = torch.randn(8, 16, device=device)
         lr = 1e-3 * (1 - step / 6)
@@ -408,8 +408,8 @@ def test_the_shapes_listed_for_compilation_are_those_the_loop_meets(tmp_path):
     resumed = checkpoints.TrainState(step=5, epoch=1, batch_in_epoch=2)  # after 4 steps of epoch 0 and 1 of epoch 1
     for state, met in ((checkpoints.TrainState(), seen), (resumed, seen[10:])):
         for rank, processes in ((0, 1), (0, 2), (1, 2)):
-            listed = engine._run_shapes(lengths, settings, shape_of, state, run.total_steps, rank, processes)
-            shares = [engine._split(rows, rank, processes)[0] for rows in met]
+            listed = steps._run_shapes(lengths, settings, shape_of, state, run.total_steps, rank, processes)
+            shares = [steps._split(rows, rank, processes)[0] for rows in met]
             assert {shape: n for shape, (n, _) in listed.items()} == Counter(shape_of(rows) for rows in shares)
             assert all(shape_of(rows) == shape for shape, (_, rows) in listed.items())  # the warm-up's rows
 
@@ -422,10 +422,10 @@ def test_every_compiled_shape_is_warmed_twice_and_recompilations_are_counted(aot
     the loss reads changes after step 4), one for every shape met again."""
     lengths = np.array([5, 6, 7, 8, 20, 21, 22, 23, 5, 21, 6, 22])  # widths 8 and 24 (x8), batches of 4 or 3
     calls: list[tuple[int, int]] = []
-    steps, factor = [0], {"value": 1.0}
+    taken, factor = [0], {"value": 1.0}
 
     def batch_fn(rows, device):
-        calls.append((steps[0], len(rows)))
+        calls.append((taken[0], len(rows)))
         width = 8 * -(-int(lengths[rows].max()) // 8)
         mask = torch.zeros(len(rows), width)
         for j, r in enumerate(rows):
@@ -436,11 +436,11 @@ def test_every_compiled_shape_is_warmed_twice_and_recompilations_are_counted(aot
     def loss_fn(model, objective, batch):
         return ((model(batch["ids"], batch["mask"]) - batch["y"]) ** 2).mean() * factor["value"], {}
 
-    real_step, change = engine._optimizer_step, [False]
+    real_step, change = steps.optimizer_step, [False]
 
     def counted(*args, **kwargs):
-        steps[0] += 1
-        if change[0] and steps[0] == 5:
+        taken[0] += 1
+        if change[0] and taken[0] == 5:
             factor["value"] = 2.0  # dynamo guards on it: every shape met from now on compiles again
         return real_step(*args, **kwargs)
 
@@ -451,9 +451,9 @@ def test_every_compiled_shape_is_warmed_twice_and_recompilations_are_counted(aot
     runs = {}
     for name in ("plain", "changed"):
         calls.clear()
-        steps[0], factor["value"], change[0] = 0, 1.0, name == "changed"
+        taken[0], factor["value"], change[0] = 0, 1.0, name == "changed"
         with pytest.MonkeyPatch.context() as patch:
-            patch.setattr(engine, "_optimizer_step", counted)
+            patch.setattr(steps, "optimizer_step", counted)
             runs[name] = engine.train(_MeanEmbedding(), loss_fn, lengths, settings, batch_fn=batch_fn,
                                       batch_width=lambda row: 8 * -(-int(row.max()) // 8),
                                       checkpoint_dir=tmp_path / name,
@@ -645,7 +645,7 @@ def test_packed_and_compiled_together_follow_padded_eager(aot_eager, kernel_dtyp
     from spurious.core.qa.inference import _plain_loss
 
     met: list[tuple[int, int]] = []  # (windows, packed length) of the batches packed inside the optimizer steps
-    real_pack, real_step, stepping = packing.pack, engine._optimizer_step, [False]
+    real_pack, real_step, stepping = packing.pack, steps.optimizer_step, [False]
 
     def recording_pack(batch, **kwargs):
         packed = real_pack(batch, **kwargs)
@@ -661,7 +661,7 @@ def test_packed_and_compiled_together_follow_padded_eager(aot_eager, kernel_dtyp
             stepping[0] = False
 
     monkeypatch.setattr(packing, "pack", recording_pack)
-    monkeypatch.setattr(engine, "_optimizer_step", step)
+    monkeypatch.setattr(steps, "optimizer_step", step)
     model = tiny_models["QuestionAnswering, no dropout"]
     bf16 = dict(COMPILE_QA, bf16=True)
     runs, dtypes = {}, {}
@@ -672,14 +672,14 @@ def test_packed_and_compiled_together_follow_padded_eager(aot_eager, kernel_dtyp
         dtypes[name] = set(kernel_dtypes)
         assert len(met) == 20
     assert dtypes == {"packed": {(torch.bfloat16,) * 3}, "both": {(torch.bfloat16,) * 3}}
-    steps = Counter(met)
-    assert all(length % packing.bucket_size(rows, COMPILE_QA["max_length"]) == 0 for rows, length in steps)
+    met_counts = Counter(met)
+    assert all(length % packing.bucket_size(rows, COMPILE_QA["max_length"]) == 0 for rows, length in met_counts)
     record = runs["both"]["compile"]
     assert record["enabled"] and record["graph_breaks"] == 0
     assert dict(zip(map(tuple, record["shapes"]), record["passes"], strict=True)) == {
-        shape: n for shape, n in steps.items() if n >= 2
+        shape: n for shape, n in met_counts.items() if n >= 2
     }
-    assert record["eager_passes"] == sum(n for n in steps.values() if n < 2) and len(record["shapes"]) >= 2
+    assert record["eager_passes"] == sum(n for n in met_counts.values() if n < 2) and len(record["shapes"]) >= 2
     # the validation at the end (one batch, met once) ran eagerly: dynamo compiled nothing for its loss
     assert compiled.compiled_graphs(_plain_loss) == 0 and len(runs["both"]["validation_losses"]) == 1
     losses = {name: np.array([r["loss"] for r in run["train_losses"]]) for name, run in runs.items()}

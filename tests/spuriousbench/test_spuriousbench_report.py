@@ -1,4 +1,5 @@
-"""SpuriousBench tables and figures (spurious.spuriousbench.report) on hand-built metrics, checked by hand."""
+"""SpuriousBench tables and figures (spurious.spuriousbench.report and .gap_figures) on hand-built metrics, checked by
+hand."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import pandas as pd
 import pytest
 
 from spurious.core import figures
+from spurious.spuriousbench import gap_figures
 from spurious.spuriousbench import report as rep
 from spurious.thinktwice import report
 
@@ -227,19 +229,19 @@ def test_sizes_table():
 
 
 def test_feature_label():
-    assert rep.feature_label(EXCL) == "exclamation"
-    assert rep.feature_label("syntax:np_np_pp") == "NP -> NP PP"
-    assert rep.feature_label("prefix:my_thought") == "My thought:"
-    assert rep.feature_label("noun:unknown_word") == "unknown word"
+    assert gap_figures.feature_label(EXCL) == "exclamation"
+    assert gap_figures.feature_label("syntax:np_np_pp") == "NP -> NP PP"
+    assert gap_figures.feature_label("prefix:my_thought") == "My thought:"
+    assert gap_figures.feature_label("noun:unknown_word") == "unknown word"
 
 
 def test_figure2_panels():
     # only minilm has a method besides finetune: one panel, its methods in METHODS order; scratch is named as left out
-    panels, left_out = rep.figure2_panels(METRICS)
+    panels, left_out = gap_figures.figure2_panels(METRICS)
     assert panels == [("sst2", "BERT-base", [("minilm", "finetune"), ("minilm", "balanced")])]
     assert left_out == ["BERT-random on sst2 (finetune only)"]
     finetuned = [m for m in METRICS if m["method"] == "finetune"]
-    assert (rep.figure2_panels(finetuned)
+    assert (gap_figures.figure2_panels(finetuned)
             == ([("sst2", "finetune", [("minilm", "finetune"), ("scratch", "finetune")])], []))
 
 
@@ -248,24 +250,24 @@ def written(png, svg) -> bool:
 
 
 def test_figures_are_written(tmp_path):
-    bars = rep.figure1(METRICS, tmp_path / "f1.png", tmp_path / "f1.svg")
+    bars = gap_figures.figure1(METRICS, tmp_path / "f1.png", tmp_path / "f1.svg")
     # Fig. 1's error bars are the spread over the category's features (the paper), not over seeds: punctuation,
     # minilm: features at 20 and 40 -> sqrt(200) (its seed spread is 10); scratch: both at 90 -> 0 (seed spread 5)
     assert set(bars["method"]) == {"finetune"}
     r = row(bars, category="punctuation", model="minilm", method="finetune")
     assert r["error bar"] == pytest.approx(math.sqrt(200)) and r["gap ± seeds"] == pytest.approx(10.0)
     assert row(bars, category="punctuation", model="scratch", method="finetune")["error bar"] == pytest.approx(0.0)
-    rep.figure2(METRICS, tmp_path / "f2.png", tmp_path / "f2.svg")
+    gap_figures.figure2(METRICS, tmp_path / "f2.png", tmp_path / "f2.svg")
     assert written(tmp_path / "f1.png", tmp_path / "f1.svg") and written(tmp_path / "f2.png", tmp_path / "f2.svg")
 
 
 def test_figures_with_one_seed_and_one_feature(tmp_path):
     one = [m for m in METRICS if m["seed"] == 0 and m["feature"] == EXCL]
-    rep.figure1(one, tmp_path / "f1.png", tmp_path / "f1.svg")
-    rep.figure2([m for m in one if m["method"] == "finetune"], tmp_path / "f2.png", tmp_path / "f2.svg")
+    gap_figures.figure1(one, tmp_path / "f1.png", tmp_path / "f1.svg")
+    gap_figures.figure2([m for m in one if m["method"] == "finetune"], tmp_path / "f2.png", tmp_path / "f2.svg")
     assert written(tmp_path / "f1.png", tmp_path / "f1.svg") and written(tmp_path / "f2.png", tmp_path / "f2.svg")
     with pytest.raises(ValueError, match="method 'finetune'"):
-        rep.figure1([m for m in one if m["method"] == "balanced"], tmp_path / "x.png", tmp_path / "x.svg")
+        gap_figures.figure1([m for m in one if m["method"] == "balanced"], tmp_path / "x.png", tmp_path / "x.svg")
 
 
 def test_gap_table_counts_the_seeds_with_constant_predictions():
@@ -327,13 +329,13 @@ def test_icl_rows_are_labelled_with_realised_prevalence_and_strength(tmp_path):
     assert f"sst2 GPT-3 (12B), Fig. 4 {FIG4_NOTE} [p20] icl: gap % punctuation 10.0" in rep.summary_lines(metrics)[3]
     # Figure 2 draws the fine-tuning methods and names the in-context runs as left out; Figure 3 draws those, one
     # panel per dataset, a bar per model, the legend naming each model's demonstrations
-    panels, left_out = rep.figure2_panels(metrics)
+    panels, left_out = gap_figures.figure2_panels(metrics)
     assert [title for _, title, _ in panels] == ["BERT-base"] and left_out[-1] == "in-context learning (Figure 3)"
-    panels, left_out = rep.figure3_panels(metrics)
+    panels, left_out = gap_figures.figure3_panels(metrics)
     assert panels == [("sst2", "in-context learning", [("p20", "icl"), ("p50", "icl")])]
     assert left_out == ["the fine-tuned models (Figures 1 and 2)"]
     with figures.capture_figures() as captured:
-        titles = rep.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
+        titles = gap_figures.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
     assert titles == ["sst2: in-context learning"] and written(tmp_path / "f3.png", tmp_path / "f3.svg")
     legend = [t.get_text() for t in captured[0].legends[0].get_texts()]
     assert legend == [f"GPT-3 (12B), Fig. 4 {FIG4_NOTE}", f"GPT-3 (12B) {SEC51_NOTE}"]
@@ -393,15 +395,15 @@ def test_figures_2_and_3_lay_out_the_paper_config_as_the_paper(tmp_path):
 
     metrics = paper_layout_metrics()
     with figures.capture_figures(write=False) as captured:
-        two = rep.figure2(metrics, tmp_path / "f2.png", tmp_path / "f2.svg")
-        three = rep.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
+        two = gap_figures.figure2(metrics, tmp_path / "f2.png", tmp_path / "f2.svg")
+        three = gap_figures.figure3(metrics, tmp_path / "f3.png", tmp_path / "f3.svg")
     assert two == ["sst2: BERT-base (bert_base)", "mnli: BERT-base (bert_base)"]
     assert three == ["sst2: in-context learning", "mnli: in-context learning"]
-    _, left_out = rep.figure2_panels(metrics)
+    _, left_out = gap_figures.figure2_panels(metrics)
     assert left_out == ["BERT-large on sst2 and mnli (finetune only)", "BERT-random on sst2 and mnli (finetune only)",
                         "BERT-base (bert_base_negative) on sst2_negative (finetune only)",
                         "in-context learning (Figure 3)"]  # fmt: skip
-    assert rep.figure3_panels(metrics)[1] == ["sst2_negative (no in-context runs)",
+    assert gap_figures.figure3_panels(metrics)[1] == ["sst2_negative (no in-context runs)",
                                               "the fine-tuned models (Figures 1 and 2)"]  # fmt: skip
     for fig, n_bars in zip(captured, ([4, 4], [5, 3]), strict=True):
         width, height = fig.get_size_inches()

@@ -4,6 +4,7 @@ from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance
 from spurious.core.tables import write_table
+from spurious.spuriousbench import gap_figures
 from spurious.spuriousbench import report as rep
 from spurious.workflow import runlog
 
@@ -46,7 +47,7 @@ for name, table in tables.items():
     log.info("%s:\n%s", name, table.to_string(max_colwidth=40))
 for line in rep.summary_lines(metrics):
     log.info("%s", line)
-rep.figure1(metrics, snakemake.output.figure1_png, snakemake.output.figure1_svg)
-rep.figure2(metrics, snakemake.output.figure2_png, snakemake.output.figure2_svg)
-rep.figure3(metrics, snakemake.output.figure3_png, snakemake.output.figure3_svg)
+gap_figures.figure1(metrics, snakemake.output.figure1_png, snakemake.output.figure1_svg)
+gap_figures.figure2(metrics, snakemake.output.figure2_png, snakemake.output.figure2_svg)
+gap_figures.figure3(metrics, snakemake.output.figure3_png, snakemake.output.figure3_svg)
 provenance.write_job(snakemake)  # what produced it, beside the first output

@@ -29,14 +29,15 @@ What stays ours, because results and resumption depend on it:
   that resuming never unpickles code (Accelerate would pickle a registered scheduler and load it with
   ``weights_only=False``).
 
-What a checkpoint holds, how it is written and the checks on resume are in :mod:`spurious.core.checkpoints`;
+One optimizer step (its micro-batches, this process's share of each, accumulation, the update, the compiled steps,
+the optimizer and schedule) is in :mod:`spurious.core.steps`. What a checkpoint holds, how it is written and the
+checks on resume are in :mod:`spurious.core.checkpoints`;
 :func:`spurious.core.launch.launch` runs a training function over N processes on one node (``processes`` setting;
 the rules take N from the job's GPU count, see docs/running.md "Several GPUs per training job").
 """
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import math
 import os
@@ -44,32 +45,56 @@ import signal
 import sys
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 import torch
 
-from spurious.core import compiled, tracking
+from spurious.core import compiled, steps, tracking
 from spurious.core.checkpoints import (
     TrainState,
     resume,
     save_checkpoint,
+)
+from spurious.core.steps import (
+    CompiledUpdate,
+    CompileRecord,
+    LogFn,
+    StepTerms,
+    compile_outcome,
+    compile_step,
+    data_order,
+    optimizer_and_schedule,
+    optimizer_impl,
+    step_micro_batches,
+    sum_over_processes,
 )
 from spurious.core.training import (
     PreemptionGuard,
     StopRequested,
     TrainingPreempted,
     cpu_copy,
-    epoch_order,
     format_eta,
-    param_groups,
     pick_device,
-    rng_states,
-    set_rng_states,
     use_bf16,
 )
+
+__all__ = [
+    "BatchFn",
+    "CompileRecord",
+    "Evaluation",
+    "LogFn",
+    "LossFn",
+    "TrainResult",
+    "WidthFn",
+    "device_for",
+    "run_summary",
+    "step_counts",
+    "train",
+    "world",
+]
 
 BatchFn = Callable[[np.ndarray, torch.device], Mapping[str, torch.Tensor]]
 LossFn = Callable[
@@ -77,7 +102,6 @@ LossFn = Callable[
     tuple[torch.Tensor, Mapping[str, torch.Tensor]],
 ]
 WidthFn = Callable[[np.ndarray], int]
-LogFn = Callable[[str], None]
 
 
 class Evaluation(Protocol):
@@ -103,30 +127,6 @@ class TrainResult:
     train_wall_time_s: float
     # the compile setting's outcome in this segment (CompileRecord as a dict)
     compile: dict[str, Any] = field(default_factory=dict)
-
-
-@dataclass
-class CompileRecord:
-    """What the ``compile`` setting did in a training segment (``training_state.json``'s ``compile``): whether the
-    step was compiled and why, the batch shapes compiled (``[rows, width]``; a packed batch's width is its row's
-    length) and how many passes each serves, the seconds spent compiling and warming them (each run
-    ``compiled.WARMUP_CALLS`` times: on CUDA its graph is recorded then) and capturing the optimizer step (CUDA),
-    dynamo's graph breaks (none when the whole loss is one graph per shape), the graphs inductor compiled without
-    CUDA graphs (``cudagraph_skips``: on CUDA those shapes run unreplayed, slower; 0 when all went well, and on a CPU,
-    where none are asked for) and the recompilations of the loss beyond one per shape (``recompiles``, counted at the
-    end of the segment: 0 when no guard failed)."""
-
-    enabled: bool
-    reason: str
-    backend: str | None = None
-    shapes: list[list[int]] = field(default_factory=list)
-    passes: list[int] = field(default_factory=list)
-    eager_passes: int = 0
-    compile_s: float | None = None
-    capture_s: float | None = None
-    graph_breaks: int | None = None
-    cudagraph_skips: int | None = None
-    recompiles: int | None = None
 
 
 class _LossModule(torch.nn.Module):
@@ -197,18 +197,6 @@ def _accelerator(device: torch.device, bf16: bool, processes: int, find_unused: 
     return accelerator
 
 
-def _split(rows: np.ndarray, rank: int, processes: int) -> tuple[np.ndarray, float]:
-    """This process's contiguous share of a micro-batch and the factor that makes the mean of the processes' scaled
-    mean losses the mean loss of the whole micro-batch (a process without rows takes one with factor 0, because DDP
-    needs every process in every backward pass)."""
-    if processes == 1:
-        return rows, 1.0
-    mine = np.array_split(rows, processes)[rank]
-    if len(mine) == 0:
-        return rows[:1], 0.0
-    return mine, len(mine) * processes / len(rows)
-
-
 def _announce(emit: LogFn, message: str, rank: int) -> None:
     """``emit`` a stop or a resume, and say it on the process's own stderr too where a workflow job sent its logging
     to the rule's log (``runlog.setup``): Snakemake empties that log before each attempt, so a retried job's earlier
@@ -260,20 +248,20 @@ def train(
     if objective is not None:
         objective.train()
     micro_per_epoch, steps_per_epoch, total_steps = step_counts(len(lengths), settings)
-    optimizer, scheduler = _optimizer_and_schedule(model, objective, settings, total_steps, device)
+    optimizer, scheduler = optimizer_and_schedule(model, objective, settings, total_steps, device)
     shape_of = functools.partial(_batch_shape, lengths, batch_width)
     module, optimizer = accelerator.prepare(_LossModule(model, objective, loss_fn, batch_fn, shape_of), optimizer)
     # the scheduler is not prepared (Accelerate's wrapper steps N times per step with N processes) nor registered for
     # checkpointing (Accelerate would pickle it): the checkpoints record its step (save_checkpoint)
 
     # resume from this run's newest checkpoint, if any; compile the steps left; start the tracker
-    state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=_optimizer_impl(optimizer))
+    state = TrainState(fingerprint=fingerprint, processes=processes, optimizer_impl=optimizer_impl(optimizer))
     state, best_weights, ckpt = resume(accelerator, checkpoint_dir, state, model, scheduler, keep_best=keep_best)
     resumed_from = None if ckpt is None else state.step
     if ckpt is not None:
         _announce(emit, f"resuming from {ckpt} (step {state.step}/{total_steps})", rank)
-    record, update = _compile_step(accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps,
-                                   device, emit)
+    record, update = compile_step(accelerator, module, optimizer, settings, lengths, shape_of, state, total_steps,
+                                  device, emit, rank=rank, processes=processes)
     if track != "none":
         _start_tracker(accelerator, track, settings, tracker_dir, emit)
 
@@ -301,7 +289,7 @@ def train(
     return TrainResult(
         state=state, total_steps=total_steps, steps_per_epoch=steps_per_epoch, resumed_from=resumed_from,
         device=device, bf16=bf16, processes=processes, is_main=rank == 0,
-        train_wall_time_s=segment.train_wall_time_s(), compile=_compile_outcome(record, update, loss_fn),
+        train_wall_time_s=segment.train_wall_time_s(), compile=compile_outcome(record, update, loss_fn),
     )  # fmt: skip
 
 
@@ -340,14 +328,14 @@ def _batch_shape(lengths: np.ndarray, batch_width: WidthFn, rows: np.ndarray) ->
 
 @dataclass
 class _Stepper:
-    """The run's optimizer steps, one per call, in the data order of each epoch (``_epoch_order``, rebuilt when the
+    """The run's optimizer steps, one per call, in the data order of each epoch (``data_order``, rebuilt when the
     epoch changes), on the objects Accelerate prepared (``update``: a compiled run's optimizer step)."""
 
     accelerator: Any
     module: torch.nn.Module
     optimizer: Any
     scheduler: Any
-    update: _Update | None
+    update: CompiledUpdate | None
     lengths: np.ndarray
     settings: Mapping[str, Any]
     micro_per_epoch: int
@@ -358,14 +346,14 @@ class _Stepper:
     order: np.ndarray | None = None  # the data order of epoch ``order_epoch``
     order_epoch: int = -1
 
-    def __call__(self, state: TrainState) -> tuple[_StepTerms, float]:
+    def __call__(self, state: TrainState) -> tuple[StepTerms, float]:
         """Take the optimizer step at ``state``'s place in the data and move ``state`` past it; return the step's
-        loss and logged values (unread, ``_StepTerms``) and its learning rate."""
+        loss and logged values (unread, ``StepTerms``) and its learning rate."""
         if self.order is None or self.order_epoch != state.epoch:
-            self.order, self.order_epoch = _epoch_order(self.lengths, self.settings, state.epoch), state.epoch
+            self.order, self.order_epoch = data_order(self.lengths, self.settings, state.epoch), state.epoch
         batch_size, accum = int(self.settings["batch_size"]), int(self.settings["gradient_accumulation_steps"])
-        micro_batches = _step_micro_batches(self.order, state.batch_in_epoch, batch_size, accum)
-        terms, lr = _optimizer_step(
+        micro_batches = step_micro_batches(self.order, state.batch_in_epoch, batch_size, accum)
+        terms, lr = steps.optimizer_step(  # looked up at each call: tests patch it
             self.accelerator,
             self.module,
             self.optimizer,
@@ -411,7 +399,7 @@ class _Segment:
     segment_start: float = field(default_factory=time.perf_counter)
     # The steps whose losses are still on the device: read together at a log line, an evaluation, a checkpoint or
     # the end, so that the host queues the next steps while the GPU works (the numbers are the same).
-    unread: list[tuple[int, _StepTerms, float]] = field(default_factory=list)
+    unread: list[tuple[int, StepTerms, float]] = field(default_factory=list)
 
     def checkpoint(self) -> Path:
         """Save a checkpoint at the current step (its wall time brought up to date) and return its path."""
@@ -446,7 +434,7 @@ class _Segment:
 
     def stop_agreed(self) -> bool:
         """Whether any process was signalled: with several processes all stop at the same step."""
-        return _sum_over_processes([float(self.guard.triggered)], self.processes, self.device)[0] > 0
+        return sum_over_processes([float(self.guard.triggered)], self.processes, self.device)[0] > 0
 
     def read_losses(self) -> None:
         """Read the unread steps' losses into ``state.train_losses``, the progress log and the tracker."""
@@ -551,15 +539,6 @@ def run_summary(
     }
 
 
-def _sum_over_processes(values: list[float], processes: int, device: torch.device) -> list[float]:
-    """``values`` summed over the processes (an all-reduce; the values themselves with one process)."""
-    if processes == 1:
-        return values
-    summed = torch.tensor(values, dtype=torch.float64, device=device)
-    torch.distributed.all_reduce(summed)
-    return summed.tolist()
-
-
 class _ProgressLog:
     """The progress line every ``log_every`` steps and at the last: mean loss and logged values since the previous
     line, learning rate, speed, ETA."""
@@ -594,327 +573,3 @@ class _ProgressLog:
         )
         self.losses, self.info = [], {}
         return rate, rate * self.per_step
-
-
-@dataclass
-class _StepTerms:
-    """One optimizer step's loss and logged values, per micro-batch one tensor ``[loss, *values]`` (in the order of
-    ``keys``) and its weight, still where the model put them (on the GPU): reading one waits for the device, so the
-    training loop reads them only every ``log_every`` steps, before an evaluation or a checkpoint and at the end
-    (``value``), not after each step. The tensor is a copy, so a compiled step's next replay cannot overwrite it."""
-
-    keys: tuple[str, ...] = ()
-    parts: list[tuple[Any, float]] = field(default_factory=list)
-    grad_norm: Any = None  # the step's gradient norm (a 0-d device tensor) where a tracker logs it
-
-    def add(self, loss: torch.Tensor, info: Mapping[str, Any], weight: float) -> None:
-        not_tensors = sorted(k for k, v in info.items() if not isinstance(v, torch.Tensor))
-        if not_tensors:
-            raise TypeError(
-                f"the loss function logs {not_tensors} as plain numbers: return 0-d tensors (reading a value on the "
-                "host waits for the device; the training loop reads them when it logs)"
-            )
-        keys = tuple(info)
-        if self.parts and keys != self.keys:
-            raise ValueError(f"the loss function logs {list(keys)} in one micro-batch and {list(self.keys)} in another")
-        self.keys = keys
-        self.parts.append((torch.stack([v.detach().float() for v in (loss, *info.values())]), weight))
-
-    def value(self) -> tuple[float, dict[str, float]]:
-        totals = [0.0] * (len(self.keys) + 1)  # the same float arithmetic, in the same order, as summing each value
-        for values, weight in self.parts:
-            for i, value in enumerate(values.tolist() if isinstance(values, torch.Tensor) else values):
-                totals[i] += value * weight
-        return totals[0], dict(zip(self.keys, totals[1:], strict=True))
-
-
-def _accumulate(
-    accelerator: Any, module: torch.nn.Module, micro_batches: list[np.ndarray], rank: int, processes: int
-) -> _StepTerms:
-    """Forward and backward over one optimizer step's micro-batches (this process's share of each); gradients are
-    synchronised across processes once, at the last micro-batch. Returns this process's part of the step's mean loss
-    and logged values (their sum over the processes is the step's value), unread (``_StepTerms``)."""
-    group = len(micro_batches)
-    terms = _StepTerms()
-    for m, micro_batch in enumerate(micro_batches):
-        rows, share = _split(micro_batch, rank, processes)
-        sync = contextlib.nullcontext() if m == group - 1 else accelerator.no_sync(module)
-        with sync:
-            loss, info = module(rows)
-            terms.add(loss, info, share / processes / group)
-            accelerator.backward(loss * share / group if share != 1.0 else loss / group)
-    return terms
-
-
-def _epoch_order(lengths: np.ndarray, settings: Mapping[str, Any], epoch: int) -> np.ndarray:
-    """The row order of ``epoch``: a pure function of (seed, epoch), so a resumed run rebuilds it."""
-    return epoch_order(
-        lengths,
-        batch_size=int(settings["batch_size"]),
-        seed=int(settings["seed"]),
-        epoch=epoch,
-        group_by_length=bool(settings["group_by_length"]),
-    )
-
-
-def _step_micro_batches(order: np.ndarray, batch_in_epoch: int, batch_size: int, accum: int) -> list[np.ndarray]:
-    """The rows of the next optimizer step's micro-batches: up to ``accum`` micro-batches of ``batch_size`` rows of
-    ``order`` from micro-batch ``batch_in_epoch`` on (fewer at the end of an epoch; the last may be short)."""
-    micro_per_epoch = math.ceil(len(order) / batch_size)
-    group = min(accum, micro_per_epoch - batch_in_epoch)
-    return [order[(batch_in_epoch + m) * batch_size : (batch_in_epoch + m + 1) * batch_size] for m in range(group)]
-
-
-def _optimizer_step(
-    accelerator: Any,
-    module: torch.nn.Module,
-    optimizer: torch.optim.Optimizer,
-    scheduler: Any,
-    micro_batches: list[np.ndarray],
-    *,
-    max_grad_norm: float,
-    rank: int,
-    processes: int,
-    device: torch.device,
-    update: _Update | None = None,
-    grad_norm: bool = False,
-) -> tuple[_StepTerms, float]:
-    """One optimizer step over its micro-batches: the accumulated gradients (clipped to ``max_grad_norm`` unless 0),
-    the update (``update``'s in a compiled run), the schedule's step. Returns the step's mean loss and logged values
-    and the learning rate the update used. With one process they stay unread on the device (``_StepTerms``); with
-    several they are summed over the processes now (an all-reduce, which waits for the device anyway). With
-    ``grad_norm`` the step's gradient norm (before clipping) stays on the device beside them (``terms.grad_norm``)."""
-    terms = _accumulate(accelerator, module, micro_batches, rank, processes)
-    if processes > 1:
-        step_loss, step_info = terms.value()
-        totals = _sum_over_processes([step_loss, *step_info.values()], processes, device)
-        terms = _StepTerms(tuple(step_info), [(totals, 1.0)])
-    lr = scheduler.get_last_lr()[0]
-    if update is not None:
-        update(lr)
-        norm = update.grad_norm.clone() if grad_norm and update.grad_norm is not None else None
-    else:
-        params = [p for p in module.parameters() if p.requires_grad]
-        norm = None
-        if max_grad_norm:
-            norm = accelerator.clip_grad_norm_(params, max_grad_norm)
-        elif grad_norm:
-            norm = torch.nn.utils.get_total_norm([p.grad for p in params if p.grad is not None])
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-    scheduler.step()
-    terms.grad_norm = norm if grad_norm else None
-    return terms, lr
-
-
-class _Update:
-    """The optimizer step of a compiled run: gradient clipping, AdamW and zeroing the gradients, with the learning
-    rate held in a device tensor (``lr``, filled before each step: a host write that waits for nothing).
-
-    The gradients are kept allocated (zeroed, never freed), so that every step finds them at the same addresses. On
-    CUDA the first call runs eagerly (it creates AdamW's state); the second captures the three as one CUDA graph
-    (AdamW ``capturable``, its fused kernel reading the learning rate from ``lr``) and replays it; every later call
-    replays it. The same updates as the eager step (the fused kernel ignores ``capturable``; the learning rate is the
-    same float32 value the kernel computes with), so checkpoints of either resume with the other. Outside the calls
-    the optimizer's learning rates stay the schedule's floats (its state and the checkpoints are unchanged)."""
-
-    def __init__(
-        self,
-        optimizer: torch.optim.Optimizer,
-        params: list[torch.Tensor],
-        max_grad_norm: float,
-        device: torch.device,
-        emit: LogFn = lambda message: None,
-    ) -> None:
-        self.optimizer, self.params, self.max_grad_norm, self.emit = optimizer, params, max_grad_norm, emit
-        self.lr = torch.zeros((), dtype=torch.float32, device=device)
-        self.capture = device.type == "cuda"
-        if self.capture:
-            for group in optimizer.param_groups:
-                group["capturable"] = True
-        self.graph: Any = None
-        self.calls = 0
-        self.capture_s: float | None = None
-        self.grad_norm: torch.Tensor | None = None  # the last step's norm before clipping (a graph output on CUDA)
-
-    def _step(self) -> None:
-        if self.max_grad_norm:
-            self.grad_norm = torch.nn.utils.clip_grad_norm_(self.params, self.max_grad_norm)
-        self.optimizer.step()
-        self.optimizer.zero_grad(set_to_none=False)
-
-    def __call__(self, lr: float) -> None:
-        self.lr.fill_(lr)
-        if self.graph is not None:
-            self.graph.replay()
-            return
-        groups = self.optimizer.param_groups
-        floats = [group["lr"] for group in groups]
-        for group in groups:
-            group["lr"] = self.lr
-        try:
-            if self.capture and self.calls > 0:
-                t0 = time.perf_counter()
-                graph = torch.cuda.CUDAGraph()
-                with torch.cuda.graph(graph):
-                    self._step()
-                graph.replay()
-                self.graph, self.capture_s = graph, time.perf_counter() - t0
-                self.emit(f"captured the optimizer step as one CUDA graph in {self.capture_s:.2f}s")
-            else:
-                self._step()
-        finally:
-            for group, value in zip(groups, floats, strict=True):
-                group["lr"] = value
-        self.calls += 1
-
-
-def _run_shapes(
-    lengths: np.ndarray,
-    settings: Mapping[str, Any],
-    shape_of: Callable[[np.ndarray], compiled.Shape],
-    state: TrainState,
-    total_steps: int,
-    rank: int,
-    processes: int,
-) -> dict[compiled.Shape, list[Any]]:
-    """The shape of this process's share of every micro-batch the run meets from ``state`` on (the data order is a
-    pure function of the seed and the epoch): ``{shape: [passes, rows of its first micro-batch]}``."""
-    batch_size, accum = int(settings["batch_size"]), int(settings["gradient_accumulation_steps"])
-    micro_per_epoch = math.ceil(len(lengths) / batch_size)
-    shapes: dict[compiled.Shape, list[Any]] = {}
-    step, epoch, first = state.step, state.epoch, state.batch_in_epoch
-    while step < total_steps:
-        order = _epoch_order(lengths, settings, epoch)
-        steps = min(math.ceil((micro_per_epoch - first) / accum), total_steps - step)
-        for m in range(first, min(micro_per_epoch, first + steps * accum)):
-            rows, _ = _split(order[m * batch_size : (m + 1) * batch_size], rank, processes)
-            shapes.setdefault(shape_of(rows), [0, rows])[0] += 1
-        step, epoch, first = step + steps, epoch + 1, 0
-    return shapes
-
-
-def _compile_step(
-    accelerator: Any,
-    module: torch.nn.Module,
-    optimizer: Any,
-    settings: Mapping[str, Any],
-    lengths: np.ndarray,
-    shape_of: Callable[[np.ndarray], compiled.Shape],
-    state: TrainState,
-    total_steps: int,
-    device: torch.device,
-    emit: LogFn,
-) -> tuple[CompileRecord, _Update | None]:
-    """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
-    compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
-    run eagerly), every one warmed now (``compiled.WARMUP_CALLS`` forward and backward passes, so that on CUDA its
-    graph is recorded before the first step), and the optimizer step handed to an ``_Update``."""
-    setting = compiled.check_setting(settings.get("compile", "off"))
-    if setting == "off":
-        return CompileRecord(False, "compile: off"), None
-    rank, processes = world()
-    shapes = _run_shapes(lengths, settings, shape_of, state, total_steps, rank, processes)
-    decision = compiled.decide(setting, device, {shape: n for shape, (n, _) in shapes.items()})
-    chosen = {shape: shapes[shape] for shape in decision.shapes}
-    record = CompileRecord(
-        decision.enabled,
-        decision.reason,
-        backend=compiled.backend() if decision.enabled else None,
-        shapes=[list(shape) for shape in chosen],
-        passes=[n for n, _ in chosen.values()],
-        eager_passes=sum(n for shape, (n, _) in shapes.items() if shape not in chosen),
-    )
-    if not decision.enabled:
-        emit(f"{decision.reason}: the training steps run eagerly")
-        return record, None
-    inner = accelerator.unwrap_model(module)
-    params = [p for p in inner.parameters() if p.requires_grad]
-    for p in params:  # kept allocated from now on (``_Update``)
-        p.grad = torch.zeros_like(p) if p.grad is None else p.grad.zero_()
-    # dynamo keeps what it compiled per code object, guarded on the model: a process that trains several models
-    # (tests, the scale search) would count the previous runs' graphs against the recompile limit
-    torch._dynamo.reset()
-    # the loss is compiled outside DDP (the warm-up below) and called inside it: no graph split at DDP's buckets
-    # (dynamo's DDPOptimizer), so both see the same graph; the gradients are all-reduced after the backward graph
-    torch._dynamo.config.optimize_ddp = False
-    breaks, skips = compiled.graph_breaks(), compiled.cudagraph_skips()
-    inner.use_compiled(chosen, device)
-    t0 = time.perf_counter()
-    rng = rng_states()  # the warm-up's dropout must not move the training's random streams (a resumed run warms too)
-    try:
-        # one eager pass first: models set themselves up at their first call (transformers installs its
-        # output-capturing hooks under a lock, which dynamo cannot trace); under the training's autocast, as every
-        # pass: packed attention's kernels have no float32 version
-        with torch.no_grad(), accelerator.autocast():
-            inner.loss_fn(inner.model, inner.objective, inner.batch_fn(next(iter(chosen.values()))[1], device))
-        for _ in range(compiled.WARMUP_CALLS):  # on CUDA: the first call of a shape warms up, the second records
-            for _, rows in chosen.values():
-                loss, _ = inner(rows)  # outside DDP: no collective, whatever the shapes of the other processes
-                loss.backward()
-    finally:
-        set_rng_states(rng)
-    for p in params:
-        p.grad.zero_()
-    if device.type == "cuda":
-        torch.cuda.synchronize(device)
-    record.compile_s, record.graph_breaks = time.perf_counter() - t0, compiled.graph_breaks() - breaks
-    record.cudagraph_skips = compiled.cudagraph_skips() - skips
-    widths = ", ".join(f"{n}x{w}" for n, w in chosen)
-    emit(
-        f"{decision.reason} (rows x width: {widths}), compiled and warmed in {record.compile_s:.1f}s with "
-        f"{compiled.backend()}; {record.graph_breaks} graph breaks"
-        + (f"; {record.cudagraph_skips} graphs without CUDA graphs" if device.type == "cuda" and record.cudagraph_skips
-           else "")  # fmt: skip
-    )
-    inner_optimizer = getattr(optimizer, "optimizer", optimizer)  # Accelerate's wrapper holds torch's
-    return record, _Update(inner_optimizer, params, float(settings["max_grad_norm"] or 0), device, emit)
-
-
-def _compile_outcome(record: CompileRecord, update: _Update | None, loss_fn: LossFn) -> dict[str, Any]:
-    """The segment's ``CompileRecord`` as ``training_state.json`` keeps it, completed at its end: the optimizer
-    step's capture time and the loss's recompilations (graphs dynamo holds for it beyond one per compiled shape)."""
-    if update is not None:
-        record.capture_s = update.capture_s
-        graphs = compiled.compiled_graphs(loss_fn)
-        record.recompiles = None if graphs is None else graphs - len(record.shapes)
-    return asdict(record)
-
-
-# devices with torch's fused AdamW kernel (CPU since torch 2.4, CUDA since 2.0); elsewhere torch's default
-FUSED_ADAMW_DEVICES = ("cpu", "cuda")
-
-
-def _optimizer_and_schedule(
-    model: torch.nn.Module,
-    objective: torch.nn.Module | None,
-    settings: Mapping[str, Any],
-    total_steps: int,
-    device: torch.device,
-) -> tuple[torch.optim.Optimizer, Any]:
-    """AdamW over the model's and the objective's parameter groups (weight decay except biases and norms, as the HF
-    Trainer) and the linear schedule with warmup.
-
-    The fused kernel where the device has one, as the ``transformers`` Trainer's default ``adamw_torch_fused``: on
-    CPU it takes 16 ms a step for MiniLM's 22.6M parameters against 107 ms for torch's default for-loop AdamW. The
-    same update up to floating-point rounding, not bit for bit: 10 steps of a small model agree within 3e-8 (tested);
-    after the main demo's 300 steps half of MiniLM's weights differ, by at most 5e-4, and none of its reported
-    numbers does."""
-    groups = param_groups(model, float(settings["weight_decay"]))
-    if objective is not None:  # appended: a plain run's optimizer is unchanged, a resumed run rebuilds the order
-        for group, extra in zip(groups, param_groups(objective, float(settings["weight_decay"])), strict=True):
-            group["params"] = group["params"] + extra["params"]
-    fused = True if device.type in FUSED_ADAMW_DEVICES else None
-    optimizer = torch.optim.AdamW(
-        groups, lr=float(settings["learning_rate"]), betas=(0.9, 0.999), eps=1e-8, fused=fused
-    )
-    from transformers import get_linear_schedule_with_warmup
-
-    scheduler = get_linear_schedule_with_warmup(
-        optimizer, math.ceil(float(settings["warmup_ratio"]) * total_steps), total_steps
-    )
-    return optimizer, scheduler
-
-
-def _optimizer_impl(optimizer: torch.optim.Optimizer) -> str:
-    return "fused" if optimizer.param_groups[0].get("fused") else "default"

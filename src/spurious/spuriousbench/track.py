@@ -1,10 +1,10 @@
 """SpuriousBench's names, declared once for the workflow: the feature categories of Table 1, the training methods,
 and the run names the rules' wildcards match (a feature's category and value, a fine-tuning method).
 
-The Snakefile's wildcard constraints read these; :mod:`spurious.spuriousbench.construction` and
-:mod:`spurious.spuriousbench.report` take their categories and methods from here; the config schema lists the same
-methods and feature names, and ``tests/spuriousbench/test_track.py`` fails when the two differ. Importing this module
-imports nothing heavy: the Snakefile does it on every start."""
+The Snakefile's wildcard constraints read these; :mod:`spurious.spuriousbench.construction`,
+:mod:`spurious.spuriousbench.report` and :mod:`spurious.spuriousbench.gap_figures` take their categories and methods
+from here; the config schema lists the same methods and feature names, and ``tests/spuriousbench/test_track.py`` fails
+when the two differ. Importing this module imports nothing heavy: the Snakefile does it on every start."""
 
 from __future__ import annotations
 
