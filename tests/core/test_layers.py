@@ -117,7 +117,7 @@ CONTRACT_NAMES = {
     "spurious.core.tables": "write_table format_markdown fixed_decimals NA_TEXT",
     "spurious.core.figures": (
         "figure_function registered_figures figure_style TEXT_STYLE save_figure svg_text capture_figures CHECK_ENV "
-        "check_figure assert_readable FigureCheckError MAX_WIDTH_IN PNG_DPI count_axis is_count_axis drawn_texts fill "
+        "check_figure assert_readable FigureCheckError MAX_WIDTH_IN PNG_DPI count_axis is_count_axis fill "
         "explain_empty rotate_crowded_ticklabels"
     ),
     "spurious.core.inputs": (
