@@ -15,7 +15,7 @@ import pytest
 import yaml
 
 from spurious.audit import verdict
-from spurious.audit.classification import AuditInputError
+from spurious.audit.checks import AuditInputError
 from spurious.audit.command import read_qa, run_audit
 from spurious.core.data import write_qa_parquet
 from spurious.core.io import read_parquet_metadata

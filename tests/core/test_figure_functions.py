@@ -29,6 +29,12 @@ SHORT = ("word-dist", "ans-len")  # for the names cases: small and quick
 EXCL = "punctuation:exclamation"
 
 
+def drawn_texts(fig: Any) -> list[Any]:
+    """The Text artists a draw of ``fig`` puts on the canvas (non-empty, visible, inside the view), in drawing order:
+    the texts :func:`~spurious.core.figures.check_figure` reads."""
+    return figures._draw_recording_texts(fig)[1]
+
+
 @pytest.fixture(autouse=True)
 def _checked_here_not_when_written(monkeypatch: pytest.MonkeyPatch) -> None:
     """These tests check each figure themselves (and see every problem), so saving does not check it a second time
@@ -549,10 +555,10 @@ def test_names_are_drawn_as_written(name: str, tmp_path: Path):
     """Every name the case passes in is drawn somewhere as written (a whole text or part of one), and no drawn text
     is read as mathtext."""
     (fig,) = draw(name, "names", tmp_path, write=True)  # saving parses the texts again
-    texts = [t.get_text() for t in figures.drawn_texts(fig)]
+    texts = [t.get_text() for t in drawn_texts(fig)]
     for name_ in NAMES:
         assert any(name_ in t for t in texts), (name_, texts)
-    for t in figures.drawn_texts(fig):
+    for t in drawn_texts(fig):
         assert t._preprocess_math(t.get_text())[1] is False, t.get_text()
 
 
@@ -561,7 +567,7 @@ def test_names_are_drawn_as_written(name: str, tmp_path: Path):
 
 
 def _texts(fig: Any) -> list[str]:
-    return [t.get_text() for t in figures.drawn_texts(fig)]
+    return [t.get_text() for t in drawn_texts(fig)]
 
 
 def test_figure5_and_figure2_fit_the_page_in_rows_of_four_heuristics(tmp_path):

@@ -32,6 +32,7 @@ from spurious.core.prompt import PAPER_PROMPTS, PromptClassifier, encode_prompts
 from spurious.core.qa import finetune
 from spurious.core.qa.inference import _model_outputs, qa_loss
 from tests.conftest import SHARED
+from tests.core.packing_reference import use_reference
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 MINILM = "embedded:all-MiniLM-L6-v2"
@@ -227,7 +228,7 @@ def _qa_pair(family, tokenizer, windows, *, offset_shift=0, drop_types=False):
         model.train()
         offset = None
         if packed:
-            packing.use_reference(model, any_precision=True)
+            use_reference(model, any_precision=True)
             offset = packing.position_offset(model) + offset_shift
         batch = features.collate(picks, packed_offset=offset)
         if packed and drop_types:
@@ -272,7 +273,7 @@ def test_wrong_positions_or_dropped_token_types_break_the_equality(tokenizer, wi
 def test_a_packed_model_refuses_a_padded_batch(tokenizer, windows):
     features, picks = windows
     model = tiny_model(AutoModelForQuestionAnswering, "bert", tokenizer)
-    packing.use_reference(model)
+    use_reference(model)
     with pytest.raises(RuntimeError, match="without cu_seq_lens"):
         _model_outputs(model, features.collate(picks))
 
@@ -299,7 +300,7 @@ def test_packed_reference_equals_padding_for_classification(family, tokenizer, q
         model = tiny_model(AutoModelForSequenceClassification, family, tokenizer, num_labels=2)
         model.train()  # dropout 0: the heads' dropout calls run, as in training
         if packed:
-            packing.use_reference(model, any_precision=True)
+            use_reference(model, any_precision=True)
         logits = classifier._batch_logits(model, data.collate(rows, 1, packing.position_offset(model)))
         loss = classifier.weighted_loss(logits, labels, weights)
         loss.backward()
@@ -321,7 +322,7 @@ def test_packed_reference_equals_padding_for_prompts(tokenizer, qnli_rows):
     for packed in (False, True):
         model = PromptClassifier(tiny_model(AutoModelForMaskedLM, "bert", tokenizer), ids).eval()
         if packed:
-            packing.use_reference(model.mlm, any_precision=True)
+            use_reference(model.mlm, any_precision=True)
         batch = data.collate(np.arange(len(data)), 1, packing.position_offset(model))
         out.append(classifier._batch_logits(model, batch).detach())
         assert model._gathered  # the head ran at the mask positions only, packed or not

@@ -742,6 +742,7 @@ def _objective_losses(objective_of, squad_dev, packed: bool):
     from spurious.core import packing, qa
     from spurious.core.models import load_tokenizer
     from spurious.core.qa.inference import _model_outputs
+    from tests.core.packing_reference import use_reference
 
     tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
     features = qa.featurize(squad_dev.iloc[:12], tokenizer, max_length=64, stride=24)
@@ -753,7 +754,7 @@ def _objective_losses(objective_of, squad_dev, packed: bool):
         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
     ))
     if packed:
-        packing.use_reference(model, any_precision=True)  # float32, to compare to float32 precision
+        use_reference(model, any_precision=True)  # float32, to compare to float32 precision
     batch = features.collate(rows, packed_offset=packing.position_offset(model))
     torch.manual_seed(1)
     objective = objective_of(len(features))

@@ -27,7 +27,6 @@ from spurious.aflite.track import TRAIN_SETS
 from spurious.core import classification, data
 
 TRAINING_SETS = TRAIN_SETS
-PARTS = ("pool", "dev")
 
 
 def split_warmup(train: pd.DataFrame, *, fraction: float, seed: int) -> tuple[pd.DataFrame, pd.DataFrame]:

@@ -13,7 +13,7 @@ from typing import Any
 
 import pandas as pd
 
-from spurious.audit.classification import AuditInputError
+from spurious.audit.checks import AuditInputError
 
 log = logging.getLogger(__name__)
 

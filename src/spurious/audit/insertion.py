@@ -42,9 +42,6 @@ DEFAULT_FEATURES: tuple[str, ...] = tuple(
     name for name, spec in sb.FEATURES.items() if spec.kind == "insertion" and spec.category != "adverb"
 )
 """SpuriousBench's insertion features that need no parse: its punctuation marks and prefixes (Table 1)."""
-ADVERB_FEATURES: tuple[str, ...] = tuple(
-    name for name, spec in sb.FEATURES.items() if spec.kind == "insertion" and spec.category == "adverb"
-)
 
 
 @dataclass(frozen=True)

@@ -37,7 +37,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.audit import verdict
-from spurious.audit.classification import AuditInputError, check_tokenizer_files, read_model_config
+from spurious.audit.checks import AuditInputError, check_tokenizer_files, read_model_config
 from spurious.thinktwice import paper_values
 
 LogFn = Callable[[str], None]

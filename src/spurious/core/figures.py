@@ -257,11 +257,6 @@ def check_figure(fig: Any) -> list[str]:
     return problems
 
 
-def drawn_texts(fig: Any) -> list[Any]:
-    """The Text artists a draw of ``fig`` puts on the canvas (non-empty, visible, inside the view), in drawing order."""
-    return _draw_recording_texts(fig)[1]
-
-
 def _draw_recording_texts(fig: Any) -> tuple[Any, list[Any]]:
     """Draw ``fig`` and return (renderer, the Text artists actually drawn, in drawing order).
 

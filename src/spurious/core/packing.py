@@ -457,10 +457,3 @@ def enable(
             "(hidden-state dropout as configured)"
         )
     return True
-
-
-def use_reference(model: torch.nn.Module, *, any_precision: bool = False) -> None:
-    """Switch ``model`` (a transformers model) to the block-diagonal reference, whatever the device: what tests
-    compare with padding (``any_precision``: in float32 too, which the kernel and the default reference refuse)."""
-    register()
-    _transformer(model).set_attn_implementation(REFERENCE_ANY_PRECISION if any_precision else REFERENCE_ATTENTION)
