@@ -31,9 +31,9 @@ def test_the_config_checks_stages_and_order() -> None:
     # the order is validate_config's order of reporting (tests/core/test_config.py checks the messages)
     assert registry.CONFIG_CHECK_STAGES == ("before_tasks", "with_tasks")
     assert tuple(registry.config_checks("before_tasks")) == ("debias",)
-    assert tuple(registry.config_checks("with_tasks")) == ("spuriousbench",)
+    assert tuple(registry.config_checks("with_tasks")) == ("aflite", "spuriousbench")
     # all stages together in registration order: load_papers imports thinktwice last
-    assert tuple(registry.config_checks()) == ("spuriousbench", "debias")
+    assert tuple(registry.config_checks()) == ("aflite", "spuriousbench", "debias")
     with pytest.raises(ValueError, match="unknown stage 'early'; known: before_tasks, with_tasks"):
         registry.register_config_check("mypaper", lambda cfg, task, schema: [], stage="early")
     with pytest.raises(ValueError, match="'debias' is already registered at stage 'before_tasks'"):

@@ -112,7 +112,7 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | 
     Raises ConfigError naming the offending key (all errors, most specific first). The papers' own sections are
     checked by the functions they registered (:mod:`spurious.core.registry`; SpuriousBench's fills in defaults too):
     after the schema and the cross-references, the ``before_tasks`` checks, each reported on its own (Think Twice's
-    ``debias``), then the datasets' task checks with the ``with_tasks`` checks (SpuriousBench's) in one
+    ``debias``), then the datasets' task checks with the ``with_tasks`` checks (AFLite's, SpuriousBench's) in one
     report.
     """
     cfg = copy.deepcopy(dict(config))
@@ -304,31 +304,9 @@ def _check_tasks(cfg: dict[str, Any], task: Mapping[str, str], schema: Mapping[s
         problems += classification_dataset_problems(
             cfg, task, f"lexical.datasets.{name}", name, spec, ("train", "test"), "the lexical track"
         )
-    text = (cfg.get("aflite") or {}).get("text")
-    for name, spec in (text or {}).get("datasets", {}).items():
-        key = f"aflite.text.datasets.{name}"
-        problems += classification_dataset_problems(
-            cfg, task, key, name, spec, ("train", "dev"), "the AFLite text track"
-        )
-        if name not in task:
-            continue
-        if spec["train"] == spec["dev"]:
-            problems.append(f"config key '{key}': train and dev are the same split {spec['train']!r}")
-        if text["representation"]["source"] == "file" and not spec.get("features"):
-            problems.append(f"config key '{key}.features': representation.source is file, so give the features files")
-        n = spec["filter"].get("n")
-        if n is not None and n <= spec["filter"]["t"]:
-            problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
-        for variant, overrides in (spec.get("filters") or {}).items():  # further filtered sets: keys over filter
-            merged = {**spec["filter"], **overrides}
-            if merged.get("n") is not None and merged["n"] <= merged["t"]:
-                problems.append(
-                    f"config key '{key}.filters.{variant}.n': Algorithm 1 needs t < n, got t={merged['t']}, "
-                    f"n={merged['n']}"
-                )
-    problems += _aflite_ood_problems(cfg, task)
-    for check in registry.config_checks("with_tasks").values():  # the papers' sections (SpuriousBench's)
+    for check in registry.config_checks("with_tasks").values():  # the papers' sections (AFLite's, SpuriousBench's)
         problems += check(cfg, task, schema)
+    text = (cfg.get("aflite") or {}).get("text")
     # only SpuriousBench's training passes a dev set to select the best checkpoint on
     trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
     trainings += [(f"aflite.text.models.{m}", spec) for m, spec in ((text or {}).get("models") or {}).items()]
@@ -338,37 +316,3 @@ def _check_tasks(cfg: dict[str, Any], task: Mapping[str, str], schema: Mapping[s
         if spec["training"].get("eval_every") is not None:
             problems.append(f"config key '{key}.training.eval_every': this stage has no dev set to select on; use null")
     _raise(problems)
-
-
-def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> list[str]:
-    """aflite.text.ood: each set names a declared classification dataset and its splits, and an AFLite dataset."""
-    text = (cfg.get("aflite") or {}).get("text") or {}
-    problems = []
-    for name, spec in (text.get("ood") or {}).items():
-        key = f"aflite.text.ood.{name}"
-        source = text["datasets"].get(spec["models_from"])
-        if source is None:
-            problems.append(f"config key '{key}.models_from': {spec['models_from']!r} is not in aflite.text.datasets")
-        elif spec.get("models_filter") and spec["models_filter"] not in (source.get("filters") or {}):
-            problems.append(
-                f"config key '{key}.models_filter': {spec['models_filter']!r} is not in "
-                f"aflite.text.datasets.{spec['models_from']}.filters"
-            )
-        dataset = spec["dataset"]
-        if dataset not in task:
-            problems.append(f"config key '{key}.dataset': unknown dataset {dataset!r}; declared: {sorted(task)}")
-            continue
-        if task[dataset] != "classification":
-            problems.append(f"config key '{key}.dataset': {dataset!r} is a {task[dataset]} dataset, not classification")
-        have = available_splits(cfg, dataset)
-        wanted = [("splits", s) for s in spec["splits"]] + [
-            ("finetune.split", (spec.get("finetune") or {}).get("split"))
-        ]
-        for where, split in wanted:
-            if split is not None and split not in have:
-                problems.append(
-                    f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}"
-                )
-        if spec.get("finetune") and spec["finetune"]["split"] in spec["splits"]:
-            problems.append(f"config key '{key}.finetune.split': the fine-tuning split is also evaluated")
-    return problems
