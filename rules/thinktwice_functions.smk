@@ -4,6 +4,7 @@
 
 import os
 
+from spurious.thinktwice.config import method_training
 from spurious.thinktwice.track import (
     BIAS_MODEL,
     CONTROL,
@@ -16,7 +17,6 @@ from spurious.thinktwice.track import (
     SCALED_METHOD_WILDCARD,
     STAGE_OF_METHOD,
 )
-from spurious.workflow.config import method_training
 
 HEURISTICS = config["heuristics"]["names"]
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import re
 
 import pytest
 import yaml
@@ -352,6 +353,33 @@ def test_scale_search_is_checked_and_filled_in():
     bad["debias"]["scale_search"]["heuristic"] = "cos-sim"
     with pytest.raises(ConfigError, match=r"scale_search\.heuristic.*'cos-sim' is not in heuristics\.names"):
         validate_config(bad)
+
+
+def test_the_papers_checks_report_in_the_order_of_their_stages():
+    # Think Twice's debias check (stage before_tasks) is reported on its own; AFLite's and SpuriousBench's (with_tasks)
+    # with the task checks, after the lexical track's datasets and before the training stages' eval_every
+    cfg = _debias_config()
+    for other in (_lexical(), _aflite(), _spurious()):
+        for name, spec in other.pop("datasets").items():
+            cfg["datasets"].setdefault(name, spec)
+        cfg.update({key: value for key, value in other.items() if key != "run_name"})
+    cfg["lexical"]["datasets"]["nope"] = dict(cfg["lexical"]["datasets"]["qnli"])
+    cfg["aflite"]["text"]["ood"] = {"again": {"dataset": "qnli", "splits": {"dev": None}, "models_from": "nope"}}
+    cfg["spuriousbench"]["datasets"]["sst2"]["train_size"] = 3
+    cfg["lexical"]["models"]["bilstm"].setdefault("training", {})["eval_every"] = 5
+    cfg["debias"]["original_seed"] = 999
+    with pytest.raises(ConfigError) as err:
+        validate_config(copy.deepcopy(cfg))
+    assert str(err.value) == (
+        "invalid configuration:\n  config key 'debias.original_seed': model 'minilm' is not trained with seed 999"
+    )
+    cfg["debias"]["original_seed"] = 0
+    with pytest.raises(ConfigError) as err:
+        validate_config(cfg)
+    assert re.findall(r"config key '([^']+)'", str(err.value)) == [
+        "lexical.datasets.nope", "aflite.text.ood.again.models_from", "spuriousbench.datasets.sst2.train_size",
+        "lexical.models.bilstm.training.eval_every",
+    ]
 
 
 def test_figure4_references_are_checked():

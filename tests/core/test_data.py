@@ -110,16 +110,6 @@ def test_plain_json_and_wrong_format_errors(tmp_path, squad_dev):
         data.load_squad_json(flat)
 
 
-def test_read_heuristic_values_aligns_and_reports_missing(tmp_path):
-    path = tmp_path / "h.parquet"
-    pd.DataFrame({"id": ["a", "b", "c"], "ans-len": [1.0, 2.0, 3.0]}).to_parquet(path)
-    assert data.read_heuristic_values(path, "ans-len", ["c", "a"]).tolist() == [3.0, 1.0]
-    with pytest.raises(data.DataValidationError, match="same split"):
-        data.read_heuristic_values(path, "ans-len", ["a", "z"])
-    with pytest.raises(data.DataValidationError, match="heuristics.names"):
-        data.read_heuristic_values(path, "cos-sim", ["a"])
-
-
 def test_mrqa_records_convert_to_the_squad_layout():
     from spurious.core.data import find_invalid_records, mrqa_to_squad
 

@@ -112,7 +112,7 @@ CONTRACT_NAMES = {
     ),
     "spurious.core.registry": (
         "register_model_type load_model_types model_types register_qa_init qa_init qa_inits "
-        "register_config_check config_checks"
+        "register_config_check config_checks CONFIG_CHECK_STAGES"
     ),
     "spurious.core.tables": "write_table format_markdown fixed_decimals NA_TEXT",
     "spurious.core.figures": (
@@ -160,7 +160,8 @@ CONTRACT_NAMES = {
     "spurious.core.classifier": "train_classifier predict_classifier bitfit",
     "spurious.core.prompt": "PromptSpec PAPER_PROMPTS label_word_ids encode_prompts PromptClassifier load_masked_lm",
     "spurious.core.qnli": "split_qnli_by_article squad_to_qnli_pairs derive_by_article",
-    "spurious.thinktwice.heuristics": "HEURISTICS compute_heuristics load_spacy",
+    "spurious.thinktwice.heuristics": "HEURISTICS compute_heuristics load_spacy read_heuristic_values",
+    "spurious.thinktwice.config": "method_training config_problems",
     "spurious.thinktwice.bias": (
         "threshold_grid search_threshold search_thresholds split_by_threshold annotator_predictions human_scores "
         "human_skipped_count human_bias"
@@ -193,6 +194,7 @@ CONTRACT_NAMES = {
     "spurious.spuriousbench.report": "gap_table category_table sizes_table summary_lines",
     "spurious.spuriousbench.gap_figures": "figure1 figure2 figure3",
     "spurious.spuriousbench.config": "config_problems",
+    "spurious.aflite.config": "config_problems dataset_problems ood_problems",
     "spurious.aflite.filtering": (
         "fit_logistic_batched predictability_scores Scores select_greedy select_sample aflite AFLiteResult"
     ),

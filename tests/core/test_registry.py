@@ -27,6 +27,20 @@ def test_load_papers_registers_each_papers_additions() -> None:
     assert "spuriousbench" in registry.config_checks()
 
 
+def test_the_config_checks_stages_and_order() -> None:
+    # the order is validate_config's order of reporting (tests/core/test_config.py checks the messages)
+    assert registry.CONFIG_CHECK_STAGES == ("before_tasks", "with_tasks")
+    assert tuple(registry.config_checks("before_tasks")) == ("debias",)
+    assert tuple(registry.config_checks("with_tasks")) == ("aflite", "spuriousbench")
+    # all stages together in registration order: load_papers imports thinktwice last
+    assert tuple(registry.config_checks()) == ("aflite", "spuriousbench", "debias")
+    with pytest.raises(ValueError, match="unknown stage 'early'; known: before_tasks, with_tasks"):
+        registry.register_config_check("mypaper", lambda cfg, task, schema: [], stage="early")
+    with pytest.raises(ValueError, match="'debias' is already registered at stage 'before_tasks'"):
+        registry.register_config_check("debias", registry.config_checks()["debias"])
+    assert "mypaper" not in registry.config_checks()
+
+
 def test_the_overlap_model_type_is_the_modules() -> None:
     from spurious import thinktwice
     from spurious.thinktwice import overlap_qa

@@ -37,6 +37,18 @@ def tfidf(squad_dev):
     return H.fit_tfidf(squad_dev["context"].tolist())
 
 
+def test_read_heuristic_values_aligns_and_reports_missing(tmp_path):
+    from spurious.core.data import DataValidationError
+
+    path = tmp_path / "h.parquet"
+    pd.DataFrame({"id": ["a", "b", "c"], "ans-len": [1.0, 2.0, 3.0]}).to_parquet(path)
+    assert H.read_heuristic_values(path, "ans-len", ["c", "a"]).tolist() == [3.0, 1.0]
+    with pytest.raises(DataValidationError, match="same split"):
+        H.read_heuristic_values(path, "ans-len", ["a", "z"])
+    with pytest.raises(DataValidationError, match="heuristics.names"):
+        H.read_heuristic_values(path, "cos-sim", ["a"])
+
+
 def frame(rows: list[dict]) -> pd.DataFrame:
     """A QA frame from (context, question, answers[, id]) dicts; answer_start defaults to the first occurrence."""
     records = []

@@ -2,8 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, readers
-from spurious.thinktwice import bias
+from spurious.core import io, readers
+from spurious.thinktwice import bias, heuristics
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
 predictions = readers.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
-values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
+values = heuristics.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
 result = bias.search_threshold(
     values,
     predictions["em"].to_numpy(),

@@ -3,8 +3,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, readers
-from spurious.thinktwice import bias, paper_values
+from spurious.core import io, readers
+from spurious.thinktwice import bias, heuristics, paper_values
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -34,7 +34,7 @@ if not reference["found"]:
     log.info("%s: no threshold on %s", w.heuristic, meta["threshold_from"])
 else:
     predictions = readers.read_parquet(snakemake.input.predictions, columns=["id", "em", "f1"])
-    values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
+    values = heuristics.read_heuristic_values(snakemake.input.heuristics, w.heuristic, predictions["id"])
     result = bias.measure_at_threshold(
         values,
         predictions["em"].to_numpy(),

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import data, io
-from spurious.thinktwice import bias
+from spurious.thinktwice import bias, heuristics
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -24,7 +24,7 @@ if not result["found"]:
         "this entry from the config's 'segments' (or the heuristic from debias.heuristics) or choose another heuristic"
     )
 frame = data.read_qa_parquet(snakemake.input.data)
-values = data.read_heuristic_values(snakemake.input.heuristics, w.heuristic, frame["id"])
+values = heuristics.read_heuristic_values(snakemake.input.heuristics, w.heuristic, frame["id"])
 biased, unbiased = bias.split_by_threshold(
     frame,
     values,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from spurious.core import hub, readers
-from spurious.core.io import align_to_ids, atomic_path
+from spurious.core.io import atomic_path
 
 log = logging.getLogger(__name__)
 
@@ -389,23 +389,3 @@ def validation_curves(inputs: Mapping[str, Any]) -> dict[str, pd.DataFrame]:
         for key in inputs.keys()  # noqa: SIM118
         if key.startswith("curve__")
     }
-
-
-def read_heuristic_values(path: str | os.PathLike, heuristic: str, ids: Sequence[str]) -> np.ndarray:
-    """The values of one heuristic column of a heuristics parquet, aligned to ``ids``.
-
-    Fails naming the file when the column or some ids are missing (e.g. predictions made on another split)."""
-    table = readers.read_parquet_table(path)
-    if heuristic not in table.column_names:
-        raise DataValidationError(
-            f"{path}: no column {heuristic!r} (has {table.column_names[1:]}); add it to heuristics.names"
-        )
-    series = pd.Series(table.column(heuristic).to_numpy(), index=table.column("id").to_pylist())
-    try:
-        values = align_to_ids(
-            series, ids, source=str(path), what=f"{heuristic} value",
-            fix="the predictions and the heuristics must come from the same split",
-        )
-    except ValueError as exc:
-        raise DataValidationError(str(exc)) from None
-    return values.astype(float)

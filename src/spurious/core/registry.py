@@ -13,10 +13,16 @@ from collections.abc import Callable, Mapping
 from types import MappingProxyType
 from typing import Any
 
-#: ``check(cfg, task) -> problems``: ``cfg`` is the whole config after schema validation (a check may fill in defaults
-#: that depend on other keys), ``task`` maps each dataset to ``qa`` or ``classification``; one line per problem,
-#: naming the config key.
-ConfigCheck = Callable[[dict[str, Any], Mapping[str, str]], list[str]]
+#: ``check(cfg, task, schema) -> problems``: ``cfg`` is the whole config after schema validation (a check may fill in
+#: defaults that depend on other keys), ``task`` maps each dataset to ``qa`` or ``classification``, ``schema`` is the
+#: loaded config schema (with its ``$defs``, for a check that validates a merged part against one, as Think Twice's
+#: debiasing stages' training settings); one line per problem, naming the config key.
+ConfigCheck = Callable[[dict[str, Any], Mapping[str, str], Mapping[str, Any]], list[str]]
+#: When ``validate_config`` runs a registered check, after the schema and the cross-references between sections:
+#: ``before_tasks`` checks first, each reporting its problems on its own (the ConfigError comes before any later check
+#: runs); then the datasets' task checks and the ``with_tasks`` checks, whose problems are reported together. Within a
+#: stage the checks run in registration order (``load_papers``' import order), which is the order of the report.
+CONFIG_CHECK_STAGES = ("before_tasks", "with_tasks")
 #: ``build(checkpoint) -> model``: a QA model (the ``AutoModelForQuestionAnswering`` interface) built from a checkpoint.
 QAInit = Callable[[str], Any]
 
@@ -24,6 +30,7 @@ _model_types: dict[str, Callable[[], None]] = {}
 _model_types_loaded: set[str] = set()
 _qa_inits: dict[str, QAInit] = {}
 _config_checks: dict[str, ConfigCheck] = {}
+_config_check_stages: dict[str, str] = {}
 
 
 def _add(table: dict[str, Any], kind: str, name: str, value: Any) -> None:
@@ -67,11 +74,22 @@ def qa_inits() -> tuple[str, ...]:
     return tuple(_qa_inits)
 
 
-def register_config_check(section: str, check: ConfigCheck) -> None:
-    """``validate_config`` runs ``check`` on every config (once per ``section``, the config key the paper owns)."""
+def register_config_check(section: str, check: ConfigCheck, stage: str = "with_tasks") -> None:
+    """``validate_config`` runs ``check`` on every config (once per ``section``, the config key the paper owns), at
+    ``stage`` (:data:`CONFIG_CHECK_STAGES`)."""
+    if stage not in CONFIG_CHECK_STAGES:
+        raise ValueError(f"config check {section!r}: unknown stage {stage!r}; known: {', '.join(CONFIG_CHECK_STAGES)}")
+    if _config_check_stages.get(section, stage) != stage:
+        raise ValueError(f"config check {section!r} is already registered at stage {_config_check_stages[section]!r}")
     _add(_config_checks, "config check", section, check)
+    _config_check_stages[section] = stage
 
 
-def config_checks() -> Mapping[str, ConfigCheck]:
-    """The registered config checks by section, in registration order (read-only)."""
-    return MappingProxyType(_config_checks)
+def config_checks(stage: str | None = None) -> Mapping[str, ConfigCheck]:
+    """The registered config checks by section, in registration order (read-only); only those of ``stage`` when it
+    is given."""
+    if stage is None:
+        return MappingProxyType(_config_checks)
+    if stage not in CONFIG_CHECK_STAGES:
+        raise ValueError(f"unknown config check stage {stage!r}; known: {', '.join(CONFIG_CHECK_STAGES)}")
+    return MappingProxyType({s: check for s, check in _config_checks.items() if _config_check_stages[s] == stage})

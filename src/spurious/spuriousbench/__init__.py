@@ -13,7 +13,7 @@ from typing import Any
 from spurious.core import registry
 
 
-def _config_problems(cfg: dict[str, Any], task: Mapping[str, str]) -> list[str]:
+def _config_problems(cfg: dict[str, Any], task: Mapping[str, str], schema: Mapping[str, Any]) -> list[str]:
     # imported when a config is validated, not when the package is: the check needs pandas (the feature inventory)
     from spurious.spuriousbench.config import config_problems
 

@@ -3,12 +3,15 @@ threshold search, the debiasing objectives (ReSam, LearnedMixin+H, Confidence Re
 and the paper's tables and figures.
 
 Importing the package registers with :mod:`spurious.core.registry` what the paper adds to core: the model type of its
-lexical-overlap bias model (:mod:`spurious.thinktwice.overlap_qa`) and ``init="overlap"`` of ``core.qa.train_qa``,
-which builds that model. Both import the module (torch, transformers) only when they are used.
+lexical-overlap bias model (:mod:`spurious.thinktwice.overlap_qa`), ``init="overlap"`` of ``core.qa.train_qa``,
+which builds that model, and the check of the config's ``debias`` section
+(:func:`spurious.thinktwice.config.config_problems`, reported on its own before the datasets' task checks). Each
+imports its module (torch, transformers; the heuristics' pandas) only when it is used.
 """
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from spurious.core import registry
@@ -27,5 +30,13 @@ def _overlap_model(checkpoint: str) -> Any:
     return from_checkpoint(checkpoint)
 
 
+def _config_problems(cfg: dict[str, Any], task: Mapping[str, str], schema: Mapping[str, Any]) -> list[str]:
+    # imported when a config is validated, not when the package is: thinktwice.track imports the heuristics (pandas)
+    from spurious.thinktwice.config import config_problems
+
+    return config_problems(cfg, task, schema)
+
+
 registry.register_model_type(OVERLAP_MODEL_TYPE, _register_overlap_model)
 registry.register_qa_init("overlap", _overlap_model)
+registry.register_config_check("debias", _config_problems, stage="before_tasks")

@@ -15,6 +15,7 @@ import yaml
 from spurious.core import registry
 from spurious.core.config import DERIVED_SPLITS, ConfigError, available_splits, classification_dataset_problems
 from spurious.thinktwice import track
+from spurious.thinktwice.config import method_training as method_training  # its home; imported from here too
 
 SCHEMA_PATH = Path(__file__).resolve().parents[3] / "schemas" / "config.schema.yaml"
 #: The name lists the papers declare, by the schema's ``x-names`` key: a node ``{x-names: <list>}`` becomes
@@ -109,93 +110,26 @@ def validate_config(config: Mapping[str, Any], schema_path: str | os.PathLike | 
     """Return a validated copy of ``config`` with schema defaults filled in.
 
     Raises ConfigError naming the offending key (all errors, most specific first). The papers' own sections are
-    checked by the functions they registered (:mod:`spurious.core.registry`; SpuriousBench's fills in defaults too).
+    checked by the functions they registered (:mod:`spurious.core.registry`; SpuriousBench's fills in defaults too):
+    after the schema and the cross-references, the ``before_tasks`` checks, each reported on its own (Think Twice's
+    ``debias``), then the datasets' task checks with the ``with_tasks`` checks (AFLite's, SpuriousBench's) in one
+    report.
     """
     cfg = copy.deepcopy(dict(config))
-    validator = _DefaultFillingValidator(load_schema(schema_path))
+    schema = load_schema(schema_path)
+    validator = _DefaultFillingValidator(schema)
     errors = sorted(validator.iter_errors(cfg), key=lambda e: (-len(e.absolute_path), _key_path(e)))
     if errors:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(_describe(e) for e in errors))
     _check_references(cfg)
-    _check_debias(cfg, load_schema(schema_path))
-    _check_tasks(cfg)
+    task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
+    for check in registry.config_checks("before_tasks").values():
+        _raise(check(cfg, task, schema))
+    _check_tasks(cfg, task, schema)
     return cfg
 
 
-def method_training(cfg: Mapping[str, Any], stage: str) -> dict[str, Any]:
-    """The training settings of a debiasing stage (plain, resam, lmix, creg, bias_model): the original model's
-    settings, then ``debias.training``, then ``debias.<stage>.training`` (plain, the matched control, has none)."""
-    debias = cfg["debias"]
-    base = dict(cfg["models"][debias["model"]]["training"])
-    return {**base, **debias.get("training", {}), **debias.get(stage, {}).get("training", {})}
-
-
-def _check_debias(cfg: dict[str, Any], schema: Mapping[str, Any]) -> None:
-    debias = cfg.get("debias")
-    if not debias:
-        return
-    problems = []
-    model = debias["model"]
-    if model not in cfg["models"]:
-        raise ConfigError(
-            f"invalid configuration:\n  config key 'debias.model': unknown model {model!r}; "
-            f"declared: {sorted(cfg['models'])}"
-        )
-    if debias["original_seed"] not in cfg["models"][model]["seeds"]:
-        problems.append(
-            f"config key 'debias.original_seed': model {model!r} is not trained with seed {debias['original_seed']}"
-        )
-    unknown = sorted(set(debias["heuristics"]) - set(cfg["heuristics"]["names"]))
-    if unknown:
-        problems.append(f"config key 'debias.heuristics': {unknown} are not in heuristics.names")
-    train = debias["train"] or cfg["models"][model]["train"]
-    source = debias["threshold_from"] or cfg["models"][model]["validation"]
-    if train["dataset"] != source["dataset"]:
-        problems.append(
-            f"config key 'debias.threshold_from': thresholds are per dataset, so they must come from the training "
-            f"dataset {train['dataset']!r}, not {source['dataset']!r}"
-        )
-    for key, ref in (("train", train), ("threshold_from", source)):
-        if ref["split"] not in available_splits(cfg, ref["dataset"]):
-            problems.append(f"config key 'debias.{key}': dataset {ref['dataset']!r} has no split {ref['split']!r}")
-    for name in cfg["datasets"]:
-        if "fixed" in available_splits(cfg, name):
-            problems.append(
-                f"config key 'datasets.{name}': the split name 'fixed' is reserved (debias.fixed_thresholds)"
-            )
-    training_schema = {"$defs": schema["$defs"], **schema["$defs"]["training"]}
-    base = cfg["models"][model]["training"]
-    if "plain" in debias["methods"]:
-        # the control matches the methods only if they train with the same settings (debias.training is shared)
-        for stage in track.DEBIAS_METHODS:
-            own = debias.get(stage, {}).get("training") or {}
-            if stage in debias["methods"] and own:
-                problems.append(
-                    f"config key 'debias.{stage}.training': {sorted(own)} would make the plain control differ from "
-                    f"{stage} in more than the method; put shared settings under debias.training, or drop plain from "
-                    "debias.methods"
-                )
-    search = debias.get("scale_search")
-    if search:
-        if search["heuristic"] not in cfg["heuristics"]["names"]:
-            problems.append(
-                f"config key 'debias.scale_search.heuristic': {search['heuristic']!r} is not in heuristics.names "
-                "(its threshold comes from the original model's bias search)"
-            )
-        absent = [m for m in search["methods"] if m not in debias["methods"]]
-        if absent:
-            problems.append(f"config key 'debias.scale_search.methods': {absent} are not in debias.methods")
-    for stage in track.STAGE_OF_METHOD.values():
-        merged = method_training(cfg, stage)
-        for key in ("max_length", "stride"):
-            if merged[key] != base[key]:
-                problems.append(
-                    f"config key 'debias.{stage}.training.{key}' (or debias.training.{key}): the debiased models share "
-                    f"the original model's featurisation ({key}={base[key]}); bias and teacher logits are stored per "
-                    "window"
-                )
-        for error in jsonschema.Draft202012Validator(training_schema).iter_errors(merged):
-            problems.append(f"config key 'debias.{stage}.training.{_key_path(error)}': {error.message}")
+def _raise(problems: list[str]) -> None:
     if problems:
         raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
 
@@ -305,14 +239,13 @@ def _check_references(cfg: dict[str, Any]) -> None:
             )
         if {"dataset": seg["dataset"], "split": tsplit} not in cfg["evaluate"]:
             problems.append(f"config key 'segments.{i}': {seg['dataset']}/{seg['split']} is not an evaluated split")
-    if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
+    _raise(problems)
 
 
-def _check_tasks(cfg: dict[str, Any]) -> None:
-    """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task."""
+def _check_tasks(cfg: dict[str, Any], task: Mapping[str, str], schema: Mapping[str, Any]) -> None:
+    """QA parts name QA datasets, the lexical track names classification datasets, derivations fit the task; then the
+    papers' ``with_tasks`` checks, whose problems are reported with these."""
     problems = []
-    task = {name: ds["task"] for name, ds in cfg["datasets"].items()}
     if not (cfg["models"] or cfg.get("lexical") or cfg.get("aflite") or cfg.get("spuriousbench") or cfg.get("audit")):
         problems.append(
             "config: nothing to run; declare QA models (models, evaluate), the lexical track (lexical), aflite, "
@@ -371,31 +304,9 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
         problems += classification_dataset_problems(
             cfg, task, f"lexical.datasets.{name}", name, spec, ("train", "test"), "the lexical track"
         )
+    for check in registry.config_checks("with_tasks").values():  # the papers' sections (AFLite's, SpuriousBench's)
+        problems += check(cfg, task, schema)
     text = (cfg.get("aflite") or {}).get("text")
-    for name, spec in (text or {}).get("datasets", {}).items():
-        key = f"aflite.text.datasets.{name}"
-        problems += classification_dataset_problems(
-            cfg, task, key, name, spec, ("train", "dev"), "the AFLite text track"
-        )
-        if name not in task:
-            continue
-        if spec["train"] == spec["dev"]:
-            problems.append(f"config key '{key}': train and dev are the same split {spec['train']!r}")
-        if text["representation"]["source"] == "file" and not spec.get("features"):
-            problems.append(f"config key '{key}.features': representation.source is file, so give the features files")
-        n = spec["filter"].get("n")
-        if n is not None and n <= spec["filter"]["t"]:
-            problems.append(f"config key '{key}.filter.n': Algorithm 1 needs t < n, got t={spec['filter']['t']}, n={n}")
-        for variant, overrides in (spec.get("filters") or {}).items():  # further filtered sets: keys over filter
-            merged = {**spec["filter"], **overrides}
-            if merged.get("n") is not None and merged["n"] <= merged["t"]:
-                problems.append(
-                    f"config key '{key}.filters.{variant}.n': Algorithm 1 needs t < n, got t={merged['t']}, "
-                    f"n={merged['n']}"
-                )
-    problems += _aflite_ood_problems(cfg, task)
-    for check in registry.config_checks().values():  # the papers' sections (SpuriousBench's)
-        problems += check(cfg, task)
     # only SpuriousBench's training passes a dev set to select the best checkpoint on
     trainings = [(f"lexical.models.{m}", spec) for m, spec in ((lexical or {}).get("models") or {}).items()]
     trainings += [(f"aflite.text.models.{m}", spec) for m, spec in ((text or {}).get("models") or {}).items()]
@@ -404,39 +315,4 @@ def _check_tasks(cfg: dict[str, Any]) -> None:
     for key, spec in trainings:
         if spec["training"].get("eval_every") is not None:
             problems.append(f"config key '{key}.training.eval_every': this stage has no dev set to select on; use null")
-    if problems:
-        raise ConfigError("invalid configuration:\n  " + "\n  ".join(problems))
-
-
-def _aflite_ood_problems(cfg: Mapping[str, Any], task: Mapping[str, str]) -> list[str]:
-    """aflite.text.ood: each set names a declared classification dataset and its splits, and an AFLite dataset."""
-    text = (cfg.get("aflite") or {}).get("text") or {}
-    problems = []
-    for name, spec in (text.get("ood") or {}).items():
-        key = f"aflite.text.ood.{name}"
-        source = text["datasets"].get(spec["models_from"])
-        if source is None:
-            problems.append(f"config key '{key}.models_from': {spec['models_from']!r} is not in aflite.text.datasets")
-        elif spec.get("models_filter") and spec["models_filter"] not in (source.get("filters") or {}):
-            problems.append(
-                f"config key '{key}.models_filter': {spec['models_filter']!r} is not in "
-                f"aflite.text.datasets.{spec['models_from']}.filters"
-            )
-        dataset = spec["dataset"]
-        if dataset not in task:
-            problems.append(f"config key '{key}.dataset': unknown dataset {dataset!r}; declared: {sorted(task)}")
-            continue
-        if task[dataset] != "classification":
-            problems.append(f"config key '{key}.dataset': {dataset!r} is a {task[dataset]} dataset, not classification")
-        have = available_splits(cfg, dataset)
-        wanted = [("splits", s) for s in spec["splits"]] + [
-            ("finetune.split", (spec.get("finetune") or {}).get("split"))
-        ]
-        for where, split in wanted:
-            if split is not None and split not in have:
-                problems.append(
-                    f"config key '{key}.{where}': dataset {dataset!r} has no split {split!r}; it has {sorted(have)}"
-                )
-        if spec.get("finetune") and spec["finetune"]["split"] in spec["splits"]:
-            problems.append(f"config key '{key}.finetune.split': the fine-tuning split is also evaluated")
-    return problems
+    _raise(problems)

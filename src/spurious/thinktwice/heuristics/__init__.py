@@ -44,6 +44,7 @@ from spurious.thinktwice.heuristics.catalog import HEURISTIC_SPECS, HEURISTICS, 
 from spurious.thinktwice.heuristics.compute import compute_heuristics
 from spurious.thinktwice.heuristics.definitions import COMPAT_MODES, QUESTION_TYPE_LABELS
 from spurious.thinktwice.heuristics.text import fit_tfidf
+from spurious.thinktwice.heuristics.values import read_heuristic_values
 
 __all__ = [
     "load_spacy",
@@ -56,4 +57,5 @@ __all__ = [
     "QUESTION_TYPE_LABELS",
     "fit_tfidf",
     "compute_heuristics",
+    "read_heuristic_values",
 ]
