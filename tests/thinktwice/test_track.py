@@ -5,6 +5,8 @@ the run names the rules build."""
 from __future__ import annotations
 
 import re
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -65,3 +67,11 @@ def test_the_run_wildcard_matches_every_run_name_and_nothing_else() -> None:
     assert [bool(run.match(r)) for r in bad] == [False] * len(bad)
     assert re.fullmatch(track.METHOD_WILDCARD, "creg") and not re.fullmatch(track.METHOD_WILDCARD, "plain")
     assert all(re.fullmatch(track.HEURISTIC_WILDCARD, h) for h in HEURISTICS)
+
+
+def test_importing_the_track_loads_no_model_library() -> None:
+    """The Snakefile imports it at every start; the methods' builders import torch and the losses when they run."""
+    code = ("import sys, spurious.thinktwice.track; "
+            "print(sorted(m for m in ('torch', 'transformers', 'spacy', 'sklearn', 'nltk') if m in sys.modules))")
+    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
+    assert loaded == "[]"

@@ -4,8 +4,9 @@ predictions and logits read.
 
 The Snakefile's wildcard constraints and the rules read these (``rules/thinktwice_functions.smk``), the training adapter
 builds each method's data and objective from its :class:`DebiasMethod` entry, and the config schema's lists of names
-are filled from them (``spurious.workflow.config.DECLARED_NAMES``). Importing this module imports nothing heavy: the
-Snakefile does it on every start, so the methods' builders import what they use when they run.
+are filled from them (``spurious.workflow.config.DECLARED_NAMES``). The Snakefile imports this module on every
+start: it imports numpy and pandas (through the heuristics catalog; Snakemake has them loaded already) but no model
+library, so the methods' builders import what they use when they run.
 
 Adding a debiasing method is one :data:`METHODS` entry (its name, the inputs it reads, whether it has a bias scale,
 its objective or training data builder) plus the functions it names; its options are ``debias.<name>`` in the config.
