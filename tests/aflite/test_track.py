@@ -4,23 +4,12 @@ rules use the declared names and wildcards, and the wildcard patterns match exac
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from typing import Any
 
 import yaml
 
 from spurious.aflite import report, text, track
 from tests.conftest import REPO
-
-
-def _enums(node: Any) -> list[list[Any]]:
-    if isinstance(node, dict):
-        found = [node["enum"]] if isinstance(node.get("enum"), list) else []
-        return found + [e for value in node.values() for e in _enums(value)]
-    if isinstance(node, list):
-        return [e for value in node for e in _enums(value)]
-    return []
+from tests.track_checks import loaded_by_import, schema_enums
 
 
 def _matches(pattern: str, names: list[str]) -> list[bool]:
@@ -28,7 +17,7 @@ def _matches(pattern: str, names: list[str]) -> list[bool]:
 
 
 def test_the_schema_and_the_report_use_the_declared_training_sets() -> None:
-    enums = _enums(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()))
+    enums = schema_enums(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()))
     assert [e for e in enums if "aflite" in e] == [list(track.TRAIN_SETS)]
     assert track.TRAIN_SETS == ("full", "random", "aflite") and track.INPUTS == ("full", "partial")
     assert report.TRAIN_SETS is track.TRAIN_SETS and report.INPUTS is track.INPUTS
@@ -71,10 +60,4 @@ def test_the_variant_and_separation_wildcards_match_the_folders_the_rules_build(
 
 
 def test_importing_the_track_imports_nothing_heavy() -> None:
-    code = (
-        "import sys\nimport spurious.aflite.track\n"
-        "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'sklearn') if m in sys.modules))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert loaded_by_import('spurious.aflite.track', ('torch', 'pandas', 'numpy', 'sklearn')) == []

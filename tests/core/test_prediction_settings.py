@@ -4,11 +4,10 @@ keys as params and the three classification papers' predict adapters pass exactl
 from __future__ import annotations
 
 import inspect
-import subprocess
-import sys
 
 from spurious.core.prediction_settings import CLASSIFIER_PREDICTION_KEYS, classifier_prediction_arguments
 from tests.conftest import REPO
+from tests.track_checks import loaded_by_import
 
 ADAPTERS = ("lexical/predict.py", "spuriousbench/predict.py", "aflite/predict.py", "aflite/ood_predict.py")
 
@@ -49,10 +48,4 @@ def test_the_rules_read_the_declared_keys() -> None:
 
 
 def test_importing_the_declaration_imports_nothing_heavy() -> None:
-    code = (
-        "import sys\nimport spurious.core.prediction_settings\n"
-        "print(sorted(m for m in ('torch', 'transformers', 'pandas', 'numpy') if m in sys.modules))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert loaded_by_import('spurious.core.prediction_settings', ('torch', 'transformers', 'pandas', 'numpy')) == []

@@ -5,27 +5,16 @@ build."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from typing import Any
 
 import yaml
 
 from spurious.lexical import track
 from tests.conftest import REPO
-
-
-def _enums(node: Any) -> list[list[Any]]:
-    if isinstance(node, dict):
-        found = [node["enum"]] if isinstance(node.get("enum"), list) else []
-        return found + [e for value in node.values() for e in _enums(value)]
-    if isinstance(node, list):
-        return [e for value in node for e in _enums(value)]
-    return []
+from tests.track_checks import loaded_by_import, schema_enums
 
 
 def test_the_schema_lists_the_declared_weightings() -> None:
-    enums = _enums(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()))
+    enums = schema_enums(yaml.safe_load((REPO / "schemas" / "config.schema.yaml").read_text()))
     assert [e for e in enums if "q" in e] == [list(track.WEIGHTINGS)]
 
 
@@ -43,10 +32,4 @@ def test_the_weighting_wildcard_matches_every_weighting_and_nothing_else() -> No
 
 
 def test_importing_the_track_imports_nothing_heavy() -> None:
-    code = (
-        "import sys\nimport spurious.lexical.track\n"
-        "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'sklearn') if m in sys.modules))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert loaded_by_import('spurious.lexical.track', ('torch', 'pandas', 'numpy', 'sklearn')) == []

@@ -5,14 +5,13 @@ the declared ones, and the wildcard patterns match exactly the run names the rul
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
 from typing import Any
 
 import yaml
 
 from spurious.spuriousbench import construction, report, track
 from tests.conftest import REPO
+from tests.track_checks import loaded_by_import
 
 
 def _schema_nodes(node: Any, key: str) -> list[Any]:
@@ -67,10 +66,4 @@ def test_the_wildcards_match_every_feature_and_method_and_nothing_else() -> None
 
 
 def test_importing_the_track_imports_nothing_heavy() -> None:
-    code = (
-        "import sys\nimport spurious.spuriousbench.track\n"
-        "print(sorted(m for m in ('torch', 'pandas', 'numpy', 'spacy') if m in sys.modules))"
-    )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
-    assert result.returncode == 0, result.stderr
-    assert result.stdout.strip() == "[]"
+    assert loaded_by_import('spurious.spuriousbench.track', ('torch', 'pandas', 'numpy', 'spacy')) == []

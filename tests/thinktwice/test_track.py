@@ -5,9 +5,6 @@ the run names the rules build."""
 from __future__ import annotations
 
 import re
-import subprocess
-import sys
-from typing import Any
 
 import pytest
 import yaml
@@ -17,21 +14,13 @@ from spurious.thinktwice import track
 from spurious.thinktwice.heuristics import HEURISTICS
 from spurious.workflow.config import DECLARED_NAMES, load_schema, validate_config
 from tests.conftest import REPO
-
-
-def _enums(node: Any) -> list[list[Any]]:
-    if isinstance(node, dict):
-        found = [node["enum"]] if isinstance(node.get("enum"), list) else []
-        return found + [e for value in node.values() for e in _enums(value)]
-    if isinstance(node, list):
-        return [e for value in node for e in _enums(value)]
-    return []
+from tests.track_checks import loaded_by_import, schema_enums
 
 
 def test_the_schema_lists_the_declared_heuristics_and_methods() -> None:
     raw = (REPO / "schemas" / "config.schema.yaml").read_text()
     assert "enum: [word-dist" not in raw and "enum: [plain" not in raw and "enum: [lmix" not in raw
-    enums = _enums(load_schema())
+    enums = schema_enums(load_schema())
     heuristic_enums = [e for e in enums if "word-dist" in e]
     method_enums = [e for e in enums if "lmix" in e]
     assert len(heuristic_enums) == 5 and all(e == list(HEURISTICS) for e in heuristic_enums), heuristic_enums
@@ -71,7 +60,4 @@ def test_the_run_wildcard_matches_every_run_name_and_nothing_else() -> None:
 
 def test_importing_the_track_loads_no_model_library() -> None:
     """The Snakefile imports it at every start; the methods' builders import torch and the losses when they run."""
-    code = ("import sys, spurious.thinktwice.track; "
-            "print(sorted(m for m in ('torch', 'transformers', 'spacy', 'sklearn', 'nltk') if m in sys.modules))")
-    loaded = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip()
-    assert loaded == "[]"
+    assert loaded_by_import('spurious.thinktwice.track', ('torch', 'transformers', 'spacy', 'sklearn', 'nltk')) == []
