@@ -9,7 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.utils import min_version
 
-from spurious.core import hub
+from spurious.core.data import hub
 from spurious.lexical.track import WEIGHTING_WILDCARD
 from spurious.spuriousbench.track import (
     CATEGORY_WILDCARD,
@@ -40,7 +40,7 @@ except hub.DeploymentRefused as exc:
     raise WorkflowError(str(exc)) from None
 
 # No job but the local rules (fetch_model, fetch_file, download) touches the network: every other job runs with the
-# hub offline (jobs on SLURM inherit this environment) and loads what the local rules fetched (spurious.core.hub).
+# hub offline (jobs on SLURM inherit this environment) and loads what the local rules fetched (spurious.core.data.hub).
 hub.offline_jobs()
 
 

@@ -35,7 +35,7 @@ import numpy as np
 import torch
 
 from spurious.aflite import filtering as aflite
-from spurious.core.training import pick_device
+from spurious.core.train.training import pick_device
 
 TARGET_VS_SKLEARN = 30.0  # issue 28: one filtering iteration on a GPU against scikit-learn on the CPU cores
 WARM_T = 1000  # the first small fit's training part (at most; never beyond --t)

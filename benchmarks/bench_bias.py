@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from spurious.core.data import load_squad_json
+from spurious.core.data.squad import load_squad_json
 from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import DROP_NEGATIVE_HEURISTICS, search_thresholds
 

@@ -140,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if not os.environ.get("NLTK_DATA") and DEFAULT_NLTK_DATA.exists():
         os.environ["NLTK_DATA"] = str(DEFAULT_NLTK_DATA)
-    from spurious.core.data import load_squad_json
+    from spurious.core.data.squad import load_squad_json
 
     df = load_squad_json(args.data)
     n = len(df)

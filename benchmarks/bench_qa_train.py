@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from spurious.core.data import load_squad_json, split_by_title
+from spurious.core.data.squad import load_squad_json, split_by_title
 from spurious.core.models import load_qa_model, load_tokenizer
-from spurious.core.qa import epoch_order, featurize, pick_device, predict_with_model, use_bf16
-from spurious.core.qa.inference import _plain_loss
-from spurious.core.training import autocast, to_device
+from spurious.core.train.qa import epoch_order, featurize, pick_device, predict_with_model, use_bf16
+from spurious.core.train.qa.inference import _plain_loss
+from spurious.core.train.training import autocast, to_device
 
 # the data mirror (make data; the Makefile exports SPURIOUS_DATA_MIRROR), else ../shared beside the checkout
 DEFAULT_DATA = str(

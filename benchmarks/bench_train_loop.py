@@ -125,11 +125,11 @@ import numpy as np
 import torch
 from torch.optim.lr_scheduler import LRScheduler
 
-from spurious.core import compiled, packing
-from spurious.core.data import MIRROR_ENV, load_squad_json
+from spurious.core.data.squad import MIRROR_ENV, load_squad_json
 from spurious.core.models import load_qa_model, load_tokenizer, quiet_transformers
-from spurious.core.qa import DEFAULT_SETTINGS, QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
-from spurious.core.training import pad_multiple, padded_width
+from spurious.core.train import compiled, packing
+from spurious.core.train.qa import DEFAULT_SETTINGS, QAFeatures, epoch_order, featurize, pick_device, train_qa, use_bf16
+from spurious.core.train.training import pad_multiple, padded_width
 
 DEFAULT_MIRROR = str(Path(__file__).resolve().parents[2] / "shared" / "data")  # else $SPURIOUS_DATA_MIRROR
 SQUAD_DEV = "squad_v1.1/dev-v1.1.json.gz"
@@ -233,8 +233,8 @@ def model_shape(model: torch.nn.Module) -> ModelShape:
 
 
 def defaults_attention(model: torch.nn.Module, device: torch.device, bf16: bool) -> tuple[str, str]:
-    """``attention`` for the CUDA-defaults variant: ``packed`` where ``spurious.core.packing.enable`` accepts this model
-    on this device (the check a training run makes at start), else ``padded``; and why."""
+    """``attention`` for the CUDA-defaults variant: ``packed`` where ``spurious.core.train.packing.enable`` accepts this
+    model on this device (the check a training run makes at start), else ``padded``; and why."""
     try:
         if packing.enable(model, "packed", device=device, bf16=bf16):
             reference = os.environ.get(packing.REFERENCE_ENV, "")

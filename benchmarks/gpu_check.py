@@ -142,8 +142,8 @@ class Checker:
 
 def packing_problem(device: torch.device) -> str | None:
     """Why ``attention: packed`` cannot run MiniLM on this device (the check a run makes at start), or None."""
-    from spurious.core import packing
     from spurious.core.models import load_qa_model
+    from spurious.core.train import packing
 
     try:
         packing.enable(load_qa_model(MINILM), "packed", device=device, bf16=True)
@@ -173,12 +173,12 @@ def _head(frame: pd.DataFrame, n: int | None) -> pd.DataFrame:
 
 def qa_data(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame, dict[str, Any]]:
     """The demo's SQuAD split (dev by article title, seed 0, a third for validation) and its training settings."""
-    from spurious.core import data
+    from spurious.core.data import squad
 
     config = yaml.safe_load((REPO / "config.yaml").read_text())
     derive = config["datasets"]["squad"]["derive"]
-    dev = data.load_squad_json(mirror / "squad_v1.1" / "dev-v1.1.json.gz")
-    train, valid = data.split_by_title(dev, validation_fraction=derive["validation_fraction"], seed=derive["seed"])
+    dev = squad.load_squad_json(mirror / "squad_v1.1" / "dev-v1.1.json.gz")
+    train, valid = squad.split_by_title(dev, validation_fraction=derive["validation_fraction"], seed=derive["seed"])
     settings = dict(config["models"]["minilm"]["training"])
     if size["qa_steps"] is not None:
         settings.update(max_steps=size["qa_steps"], batch_size=4, eval_every=None, eval_max_examples=16,
@@ -187,7 +187,7 @@ def qa_data(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFr
 
 
 def sst2(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame]:
-    from spurious.core import classification
+    from spurious.core.data import classification
 
     names = ["negative", "positive"]
     train = classification.load_glue_tsv(mirror / "sst2" / "train.tsv.gz", label_names=names)
@@ -197,8 +197,8 @@ def sst2(mirror: Path, size: dict[str, Any]) -> tuple[pd.DataFrame, pd.DataFrame
 
 
 def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
-    from spurious.core import classifier, embeddings, logits, qa
     from spurious.core.metrics import evaluate
+    from spurious.core.train import classifier, embeddings, logits, qa
     from spurious.lexical import bilstm, reweight
     from spurious.lexical.features.tokens import feature_matrix
     from spurious.spuriousbench import icl
@@ -347,7 +347,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         return check
 
     checker.run("classifier", train_and_predict("classifier", eval_frame=clf_dev))  # dev accuracy every epoch
-    from spurious.core.prompt import PAPER_PROMPTS
+    from spurious.core.train.prompt import PAPER_PROMPTS
 
     # MiniLM ships without its masked-LM head: the prompt path runs on a randomly initialised MiniLM-shaped MLM
     checker.run("prompt_classifier",
@@ -471,7 +471,7 @@ def main(argv: list[str] | None = None) -> int:
     skip = frozenset(filter(None, args.skip.split(",")))
     if skip - set(CHECKS):
         ap.error(f"--skip: unknown checks {sorted(skip - set(CHECKS))}; known: {', '.join(CHECKS)}")
-    from spurious.core.training import pick_device
+    from spurious.core.train.training import pick_device
 
     device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
     info = machine(device)

@@ -9,9 +9,9 @@ import re
 
 from snakemake.io import is_flagged
 
-from spurious.core import hub
+from spurious.core.data import hub
 from spurious.core.config import RuleSettings, canonical, result_settings, unordered
-from spurious.core.prediction_settings import CLASSIFIER_PREDICTION_KEYS
+from spurious.core.train.prediction_settings import CLASSIFIER_PREDICTION_KEYS
 
 
 def split_file(dataset, split):
@@ -31,7 +31,7 @@ def split_file(dataset, split):
     return f"results/data/{dataset}/{split}.parquet"
 
 
-# Fetch records (spurious.core.hub): the local rules fetch_model, fetch_file and download write them; every job that
+# Fetch records (spurious.core.data.hub): the local rules fetch_model, fetch_file and download write them; every job that
 # loads a model takes its model's record as an input, and loads the fetched folder through it, offline.
 # record file name -> {checkpoint, revision, where}
 FETCHED_MODELS = hub.fetched_models(config)

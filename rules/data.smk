@@ -14,7 +14,7 @@ localrules:
 rule fetch_model:
     """Fetch a checkpoint the config names into the Hugging Face cache at its revision (or record the revision the
     hub resolves now), or describe a package model or a local folder: its fetch record, which every job that loads
-    the model takes as an input (spurious.core.hub)."""
+    the model takes as an input (spurious.core.data.hub)."""
     input:
         lambda w: (
             [FETCHED_MODELS[w.ref]["checkpoint"]]

@@ -17,7 +17,7 @@ os.environ.setdefault("NLTK_DATA", str(SHARED / "nltk_data"))
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 # Every figure a test writes, in this process or in a tiny workflow run it starts, must pass the readability check
-# (spurious.core.figures.check_figure): the figure functions raise instead of writing an unreadable one.
+# (spurious.core.report.figures.check_figure): the figure functions raise instead of writing an unreadable one.
 os.environ.setdefault("SPURIOUS_CHECK_FIGURES", "1")
 
 # `make test` runs the suite over pytest-xdist workers, one per core (files stay whole on one worker, so a module's
@@ -64,6 +64,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 
 @pytest.fixture(scope="session")
 def squad_dev():
-    from spurious.core.data import load_squad_json
+    from spurious.core.data.squad import load_squad_json
 
     return load_squad_json(SQUAD_DEV)

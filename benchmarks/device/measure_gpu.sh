@@ -130,7 +130,7 @@ check_imports() {
     TORCH_LOGS=${TORCH_LOGS-$DEVICE_TORCH_LOGS} "$PY" -c '
 import importlib, sys
 import torch, transformers, accelerate
-for name in ("spurious", "spurious.core.qa", "spurious.core.classifier", "spurious.core.engine", "spurious.core.packing",
+for name in ("spurious", "spurious.core.train.qa", "spurious.core.train.classifier", "spurious.core.train.engine", "spurious.core.train.packing",
              "spurious.thinktwice.debias", "spurious.lexical.bilstm", "spurious.lexical.reweight",
              "spurious.spuriousbench.icl", "spurious.aflite.filtering", "benchmarks.bench_train_loop",
              "benchmarks.gpu_check", "tests.core.test_step", "tests.core.test_packing_cuda",

@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 
 from spurious.aflite import ood as aflite_ood
-from spurious.core import classification
-from spurious.core.data import DataValidationError
+from spurious.core.data import classification
+from spurious.core.data.squad import DataValidationError
 from spurious.core.errors import InputError
 
 HANS_COLUMNS = [

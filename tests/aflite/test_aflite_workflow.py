@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier
+from spurious.core.data import classification
+from spurious.core.train import classifier
 from tests.aflite.test_aflite_ood import write_hans
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
 from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake

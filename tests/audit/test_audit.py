@@ -12,7 +12,8 @@ import pytest
 from spurious.audit import report, verdict
 from spurious.audit.command import run_audit
 from spurious.cli import main
-from spurious.core import classification, figures
+from spurious.core.data import classification
+from spurious.core.report import figures
 from tests.audit import browser
 from tests.conftest import SHARED
 
@@ -60,7 +61,7 @@ def planted(tmp_path_factory):
 @pytest.fixture(scope="module")
 def audited(planted):
     """One audit of the planted model (with its training data, the planted token and the control word "film"), with
-    the figure check on: a figure that fails spurious.core.figures.check_figure fails the audit."""
+    the figure check on: a figure that fails spurious.core.report.figures.check_figure fails the audit."""
     work, model = planted
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv(figures.CHECK_ENV, "1")

@@ -17,7 +17,7 @@ import yaml
 from spurious.audit import verdict
 from spurious.audit.checks import AuditInputError
 from spurious.audit.command import read_qa, run_audit
-from spurious.core.data import write_qa_parquet
+from spurious.core.data.squad import write_qa_parquet
 from spurious.core.io import read_parquet_metadata
 from spurious.core.metrics import score_predictions
 from spurious.thinktwice.bias import InsufficientRowsError, human_bias, human_scores, search_threshold
@@ -103,7 +103,7 @@ def stub_model(monkeypatch, predictions: dict[str, str] | None) -> dict[str, int
         return {i: predictions[i] for i in data["id"]}
 
     monkeypatch.setattr("spurious.audit.qa.check_qa_model", lambda model: None)
-    monkeypatch.setattr("spurious.core.qa.predict_qa", predict)
+    monkeypatch.setattr("spurious.core.train.qa.predict_qa", predict)
     return calls
 
 

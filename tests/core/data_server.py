@@ -21,7 +21,7 @@ import zipfile
 from collections.abc import Iterator
 from pathlib import Path
 
-from spurious.core import datamirror
+from spurious.core.data import mirror
 
 
 class Handler(http.server.SimpleHTTPRequestHandler):
@@ -97,14 +97,14 @@ def source_tree(shared: Path, root: Path) -> dict[str, str]:
     bytes differ from the real zip's, so the returned {target: sha256} gives that source's new checksum for the
     manifest; the extracted payload and the stored file are checked against the real checksums all the same."""
     replaced = {}
-    for entry in datamirror.FILES:
+    for entry in mirror.FILES:
         stored = shared / entry.target
         source = root / entry.repo / entry.commit / entry.path
         source.parent.mkdir(parents=True, exist_ok=True)
         if entry.member is not None:
             with zipfile.ZipFile(source, "w", zipfile.ZIP_DEFLATED) as archive:
                 archive.writestr(entry.member, gzip.decompress(stored.read_bytes()))
-            replaced[entry.target] = datamirror.urlfetch.sha256_of(source)
+            replaced[entry.target] = mirror.urlfetch.sha256_of(source)
         elif entry.gzip:
             source.write_bytes(gzip.decompress(stored.read_bytes()))
         else:
@@ -116,7 +116,7 @@ def lay_out(shared: Path, root: Path) -> Path:
     """:func:`source_tree` into ``root``, and the checksums of the sources it packed anew in
     ``root/source-checksums.json`` (for ``spurious data fetch --source-checksums``); returns that file."""
     replaced = source_tree(shared, root)
-    sizes = {f.target: (root / f.repo / f.commit / f.path).stat().st_size for f in datamirror.FILES}
+    sizes = {f.target: (root / f.repo / f.commit / f.path).stat().st_size for f in mirror.FILES}
     checksums = root / "source-checksums.json"
     checksums.write_text(json.dumps({t: {"sha256": sha, "size": sizes[t]} for t, sha in replaced.items()}, indent=1))
     return checksums

@@ -1,12 +1,12 @@
 """The packed path on any device, for the tests that compare it with padding: :func:`use_reference` switches a model
-to spurious.core.packing's block-diagonal reference, which ``packing.enable`` picks only through
+to spurious.core.train.packing's block-diagonal reference, which ``packing.enable`` picks only through
 ``SPURIOUS_PACKED_REFERENCE`` (and after its device and precision checks)."""
 
 from __future__ import annotations
 
 import torch
 
-from spurious.core import packing
+from spurious.core.train import packing
 
 
 def use_reference(model: torch.nn.Module, *, any_precision: bool = False) -> None:

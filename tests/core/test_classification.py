@@ -10,8 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from spurious.core import classification, classifier
-from spurious.core.data import DataValidationError
+from spurious.core.data import classification
+from spurious.core.data.squad import DataValidationError
+from spurious.core.train import classifier
 from tests.conftest import SHARED
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -46,7 +47,7 @@ def test_a_stray_label_warns_when_inferred_and_fails_when_declared(tmp_path, cap
     lines[5] = f"{sentence}\t2"  # data row 4 (0-based), after the header
     stray = tmp_path / "dev.tsv"
     stray.write_text("\n".join(lines) + "\n")
-    with caplog.at_level("WARNING", logger="spurious.core.classification"):
+    with caplog.at_level("WARNING", logger="spurious.core.data.classification"):
         inferred = classification.load_glue_tsv(stray)
     assert inferred.attrs["label_names"] == ["0", "1", "2"] and inferred.attrs["rare_labels"] == ["2"]
     (warning,) = [r.getMessage() for r in caplog.records if r.levelname == "WARNING"]
@@ -54,7 +55,7 @@ def test_a_stray_label_warns_when_inferred_and_fails_when_declared(tmp_path, cap
     assert "label_names" in warning
     # the clean file gives no warning: both labels are common
     caplog.clear()
-    with caplog.at_level("WARNING", logger="spurious.core.classification"):
+    with caplog.at_level("WARNING", logger="spurious.core.data.classification"):
         assert classification.load_glue_tsv(SST2_DEV).attrs["rare_labels"] == []
     assert not caplog.records
     # declared labels: the stray value is an invalid record, named with its id and value

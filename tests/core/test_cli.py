@@ -219,7 +219,7 @@ def test_console_script_exit_code(tmp_path: Path) -> None:
 
 
 def test_annotate_all_heuristics(tmp_path: Path, squad_payload: dict, capsys: pytest.CaptureFixture[str]) -> None:
-    from spurious.core.data import load_squad_json
+    from spurious.core.data.squad import load_squad_json
     from spurious.thinktwice.heuristics import compute_heuristics
 
     article = squad_payload["data"][1]
@@ -330,7 +330,7 @@ def test_bias_on_too_few_questions_reports_no_threshold_only_when_allowed(
 def test_bias_end_to_end(
     tmp_path: Path, human_files: tuple[Path, Path, int], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from spurious.core.data import load_flat_json
+    from spurious.core.data.squad import load_flat_json
     from spurious.thinktwice.bias import threshold_grid
     from spurious.thinktwice.heuristics import compute_heuristics
 

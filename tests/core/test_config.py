@@ -56,8 +56,8 @@ def test_defaults_are_filled_in():
 
 
 def test_compile_is_an_execution_setting_that_yaml_may_spell_as_a_boolean():
-    from spurious.core import classifier, qa
     from spurious.core.config import RUNTIME_SETTINGS
+    from spurious.core.train import classifier, qa
 
     cfg = _default()
     cfg["models"]["minilm"]["training"] = yaml.safe_load("compile: on")  # YAML reads an unquoted on as true

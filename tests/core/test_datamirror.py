@@ -1,5 +1,6 @@
-"""The data mirror built from its sources (``spurious data fetch``; spurious.core.datamirror, spurious.core.urlfetch)
-against a local HTTP server on 127.0.0.1 that serves them as GitHub's raw host does (tests/core/data_server.py).
+"""The data mirror built from its sources (``spurious data fetch``; spurious.core.data.mirror,
+spurious.core.data.urlfetch) against a local HTTP server on 127.0.0.1 that serves them as GitHub's raw host does
+(tests/core/data_server.py).
 
 The served files are the real source bytes, made from ../shared: a stored file as it is, or the payload of a .gz
 file, which SOURCES.md states to be the source file byte for byte. SQuAD's source is a zip in its repository: the
@@ -15,11 +16,11 @@ import re
 
 import pytest
 
-from spurious.core import datamirror, urlfetch
+from spurious.core.data import mirror, urlfetch
 from tests.conftest import SHARED
 from tests.core.data_server import lay_out, serving, source_tree
 
-SST2_DEV = next(f for f in datamirror.FILES if f.target == "data/sst2/dev.tsv")
+SST2_DEV = next(f for f in mirror.FILES if f.target == "data/sst2/dev.tsv")
 
 
 @pytest.fixture(scope="module")
@@ -30,7 +31,7 @@ def sources(tmp_path_factory):
     files = tuple(
         dataclasses.replace(f, sha256=replaced[f.target], size=(root / f.repo / f.commit / f.path).stat().st_size)
         if f.target in replaced else f
-        for f in datamirror.FILES
+        for f in mirror.FILES
     )
     return root, files
 
@@ -38,8 +39,8 @@ def sources(tmp_path_factory):
 def test_the_built_mirror_is_byte_identical_to_the_reference(sources, tmp_path):
     root, files = sources
     with serving(root) as server:
-        datamirror.build(tmp_path / "mirror", base_url=server.url, files=files, log=lambda _: None)
-    for entry in datamirror.FILES:
+        mirror.build(tmp_path / "mirror", base_url=server.url, files=files, log=lambda _: None)
+    for entry in mirror.FILES:
         assert (tmp_path / "mirror" / entry.target).read_bytes() == (SHARED / entry.target).read_bytes(), entry.target
     assert not list((tmp_path / "mirror").rglob("*.part")) and not list((tmp_path / "mirror").rglob(".*.tmp-*"))
 
@@ -48,7 +49,7 @@ def test_a_wrong_checksum_is_refused_in_one_line_naming_the_file(sources, tmp_pa
     root, _ = sources
     wrong = dataclasses.replace(SST2_DEV, sha256="0" * 64)
     with serving(root) as server, pytest.raises(urlfetch.ChecksumError) as err:
-        datamirror.build(tmp_path, base_url=server.url, files=[wrong], log=lambda _: None)
+        mirror.build(tmp_path, base_url=server.url, files=[wrong], log=lambda _: None)
     message = str(err.value)
     source = tmp_path / ".sources" / wrong.repo.replace("/", "--") / wrong.commit / wrong.path
     assert "\n" not in message and message.startswith(f"{source}: the download from {server.url}/{wrong.repo}/")
@@ -60,14 +61,14 @@ def test_the_command_line_builds_the_mirror_and_reports_a_bad_file_in_one_line(s
     from spurious.cli import main
 
     root, files = sources
-    monkeypatch.setattr(datamirror, "FILES", tuple(f for f in files if f.target.endswith(("dev.tsv", "stopwords.zip"))))
+    monkeypatch.setattr(mirror, "FILES", tuple(f for f in files if f.target.endswith(("dev.tsv", "stopwords.zip"))))
     with serving(root) as server:
         assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 0
         assert (tmp_path / "m" / "data/sst2/dev.tsv").read_bytes() == (SHARED / "data/sst2/dev.tsv").read_bytes()
         assert "already there, sha256 checked" not in capsys.readouterr().out
         assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 0  # kept
         assert capsys.readouterr().out.count("already there, sha256 checked") == 2
-        monkeypatch.setattr(datamirror, "FILES", (dataclasses.replace(SST2_DEV, target="data/x.tsv", stored_size=1),))
+        monkeypatch.setattr(mirror, "FILES", (dataclasses.replace(SST2_DEV, target="data/x.tsv", stored_size=1),))
         assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 2
     err = capsys.readouterr().err.strip()
     assert re.fullmatch(r"spurious data: error: data/x\.tsv: the file as stored has sha256 [0-9a-f]{64} and "
@@ -82,7 +83,7 @@ def test_an_interrupted_download_is_resumed_or_restarted_and_never_looks_complet
     cut = 1_000_000
     with serving(root, ranges=ranges) as server:
         server.drop_after[path] = cut  # the first response stops after 1 MB and the connection closes
-        datamirror.build(tmp_path, base_url=server.url, files=[entry], log=lambda _: None)
+        mirror.build(tmp_path, base_url=server.url, files=[entry], log=lambda _: None)
     assert (tmp_path / entry.target).read_bytes() == (SHARED / entry.target).read_bytes()
     gets = [r for r in server.requests if r[1] == path]
     assert gets[0][2] is None and gets[1][2] == f"bytes={cut}-"  # the retry asked for the rest
@@ -118,7 +119,7 @@ def test_the_docs_list_every_mirror_file_with_its_source_and_checksum():
     from tests.conftest import REPO
 
     text = (REPO / "docs" / "running.md").read_text()
-    for entry in datamirror.FILES:
+    for entry in mirror.FILES:
         row = next((line for line in text.splitlines() if line.startswith(f"| `{entry.target}` |")), "")
         assert f"{entry.repo}@{entry.commit[:7]}" in row and entry.commit in row and entry.stored_sha256 in row, entry
 
@@ -129,7 +130,7 @@ def test_a_local_copy_that_packed_a_source_anew_gives_its_checksum_and_the_rest_
     reference's, and a replaced checksum for a file without one of its own is refused."""
     from spurious.cli import main
 
-    squad = next(f for f in datamirror.FILES if f.member is not None)
+    squad = next(f for f in mirror.FILES if f.member is not None)
     root = tmp_path / "github"
     checksums = lay_out(SHARED, root)
     given = json.loads(checksums.read_text())
@@ -138,16 +139,16 @@ def test_a_local_copy_that_packed_a_source_anew_gives_its_checksum_and_the_rest_
         # without the copy's checksum the repacked zip is refused
         assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--base-url", server.url]) == 2
         assert f"expected {squad.sha256}" in capsys.readouterr().err
-        only_squad = [f for f in datamirror.FILES if f.target == squad.target]
-        files = datamirror.with_source_checksums(checksums, only_squad)
-        datamirror.build(tmp_path / "m", base_url=server.url, files=files, log=lambda _: None)
+        only_squad = [f for f in mirror.FILES if f.target == squad.target]
+        files = mirror.with_source_checksums(checksums, only_squad)
+        mirror.build(tmp_path / "m", base_url=server.url, files=files, log=lambda _: None)
     assert (tmp_path / "m" / squad.target).read_bytes() == (SHARED / squad.target).read_bytes()
-    plain = next(f for f in datamirror.FILES if f.member is None and f.payload_sha256 is None)
+    plain = next(f for f in mirror.FILES if f.member is None and f.payload_sha256 is None)
     checksums.write_text(json.dumps({plain.target: {"sha256": "0" * 64, "size": 1}}))
-    with pytest.raises(datamirror.MirrorError, match="has no checksum of its own"):
-        datamirror.with_source_checksums(checksums)
+    with pytest.raises(mirror.MirrorError, match="has no checksum of its own"):
+        mirror.with_source_checksums(checksums)
     checksums.write_text(json.dumps({"data/nope.json": {"sha256": "0" * 64, "size": 1}}))
-    with pytest.raises(datamirror.MirrorError, match="data/nope.json is not a file of the mirror"):
-        datamirror.with_source_checksums(checksums)
+    with pytest.raises(mirror.MirrorError, match="data/nope.json is not a file of the mirror"):
+        mirror.with_source_checksums(checksums)
     assert main(["data", "fetch", "--out", str(tmp_path / "m"), "--source-checksums", str(checksums)]) == 2
     assert "--source-checksums is for a local copy" in capsys.readouterr().err

@@ -6,7 +6,8 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.core import classification, embeddings
+from spurious.core.data import classification
+from spurious.core.train import embeddings
 from tests.conftest import SHARED
 
 MODEL = "embedded:all-MiniLM-L6-v2"
@@ -44,7 +45,7 @@ def test_user_features_align_by_id_or_row(tmp_path):
 
 
 def test_a_warm_up_classifier_embeds_with_its_fine_tuned_encoder(tmp_path, qnli):
-    from spurious.core import classifier
+    from spurious.core.train import classifier
 
     classifier.train_classifier(
         qnli, model_name_or_path=MODEL, output_dir=tmp_path / "warm", checkpoint_dir=tmp_path / "ck",

@@ -14,8 +14,9 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious.core import checkpoints, classification, classifier, engine, launch, steps, training
+from spurious.core.data import classification
 from spurious.core.models import load_tokenizer
+from spurious.core.train import checkpoints, classifier, engine, launch, steps, training
 from tests.conftest import SHARED  # the data mirror: $SPURIOUS_SHARED (make data's mirror/), else ../shared
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -187,7 +188,7 @@ def test_a_compiled_two_process_run_killed_with_sigterm_resumes_to_the_eager_res
     warms them outside DDP, so no collective waits for a process still compiling; SIGTERM after step 3, and the
     resumed run ends with the eager 2-process run's losses and weights (the same float operations, up to the order
     of sums: 1e-5 as above)."""
-    from spurious.core import compiled
+    from spurious.core.train import compiled
 
     monkeypatch.setenv(compiled.BACKEND_VARIABLE, "aot_eager")
     tmp, _, two = one_and_two
@@ -514,7 +515,7 @@ class _Tempered(torch.nn.Module):
         return {}
 
     def forward(self, start, end, hidden, batch):
-        from spurious.core.qa.inference import qa_loss
+        from spurious.core.train.qa.inference import qa_loss
 
         scale = self.log_t.exp()
         loss = qa_loss(start * scale, end * scale, batch["start_positions"], batch["end_positions"],
@@ -527,7 +528,7 @@ def test_qa_over_two_processes_with_an_objective_matches_one_process(squad_dev, 
     every process): 1 and 2 processes end with the same model, objective and evaluations."""
     from transformers import BertConfig, BertForQuestionAnswering
 
-    from spurious.core import qa
+    from spurious.core.train import qa
 
     tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
     config = BertConfig(

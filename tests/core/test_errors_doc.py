@@ -194,7 +194,7 @@ def _damaged(source: Path, folder: Path, start: int, stop: int) -> None:
 
 
 def _sst2(path: Path, n: int, prefix: str, start: int = 0) -> pd.DataFrame:
-    from spurious.core import classification
+    from spurious.core.data import classification
 
     rows = classification.load_glue_tsv(path).iloc[start : start + n].reset_index(drop=True)
     frame = rows.assign(id=[f"{prefix}{1000 + i}" for i in range(len(rows))])
@@ -205,7 +205,7 @@ def _sst2(path: Path, n: int, prefix: str, start: int = 0) -> pd.DataFrame:
 def make_workspace(folder: Path) -> Path:
     """Every file the cases name, in ``folder``: QA data and predictions from SQuAD v1.1 dev, SST-2 parquets and
     predictions, a BiLSTM trained on 400 SST-2 sentences (1 epoch, small: a second), and damaged copies of each."""
-    from spurious.core import classification
+    from spurious.core.data import classification
     from spurious.lexical.bilstm import WEIGHTS, train_bilstm
     from spurious.thinktwice.heuristics import compute_heuristics
 
@@ -226,7 +226,7 @@ def make_workspace(folder: Path) -> Path:
     paragraph["qas"][1]["answers"][0]["answer_start"] += 1
     (folder / "bad.json").write_text(json.dumps(dev))
 
-    from spurious.core.data import load_squad_json
+    from spurious.core.data.squad import load_squad_json
     from spurious.core.io import write_parquet
 
     heuristics = compute_heuristics(load_squad_json(folder / "dev.json"), ["ans-len"])
@@ -314,9 +314,9 @@ def counted(mp: pytest.MonkeyPatch) -> Iterator[dict[str, int]]:
     """Count the predictions that completed (BiLSTM, transformers classifier, QA), the audit's model loads and the
     other commands' work that completed."""
     import spurious.audit.classification as audit_classification
-    import spurious.core.classifier as classifier
     import spurious.core.metrics as metrics
-    import spurious.core.qa as qa
+    import spurious.core.train.classifier as classifier
+    import spurious.core.train.qa as qa
     import spurious.lexical.bilstm as bilstm
     import spurious.lexical.features as lexical
     import spurious.thinktwice.bias as bias

@@ -1,6 +1,6 @@
 """Every figure function of the package, drawn on small in-memory fixtures and checked by
-:func:`spurious.core.figures.check_figure`: its real cases, its empty cases (nothing found, nothing measured), and,
-where it draws names from data, a config or an argument, the names ``$\\x$`` and ``a_b^c`` (drawn as written).
+:func:`spurious.core.report.figures.check_figure`: its real cases, its empty cases (nothing found, nothing measured),
+and, where it draws names from data, a config or an argument, the names ``$\\x$`` and ``a_b^c`` (drawn as written).
 
 The registry is the list of figure functions; a function in ``src/spurious`` that creates a figure without being
 registered fails :func:`test_every_function_that_creates_a_figure_is_registered`, and a registered function
@@ -20,7 +20,7 @@ import pandas as pd
 import pytest
 
 import spurious
-from spurious.core import figures
+from spurious.core.report import figures
 
 SRC = Path(spurious.__file__).parent
 NAMES = ("$\\x$", "a_b^c")
@@ -31,7 +31,7 @@ EXCL = "punctuation:exclamation"
 
 def drawn_texts(fig: Any) -> list[Any]:
     """The Text artists a draw of ``fig`` puts on the canvas (non-empty, visible, inside the view), in drawing order:
-    the texts :func:`~spurious.core.figures.check_figure` reads."""
+    the texts :func:`~spurious.core.report.figures.check_figure` reads."""
     return figures._draw_recording_texts(fig)[1]
 
 
@@ -51,7 +51,7 @@ def _figure_modules(root: Path = SRC) -> list[str]:
         if "figure_function" in text or "Figure(" in text or "plt." in text:
             parts = path.relative_to(root.parent).with_suffix("").parts
             modules.append(".".join(parts[:-1] if parts[-1] == "__init__" else parts))
-    return [m for m in modules if m != "spurious.core.figures"]
+    return [m for m in modules if m != "spurious.core.report.figures"]
 
 
 def _import_figure_modules() -> None:
@@ -135,7 +135,7 @@ def test_every_function_that_creates_a_figure_is_registered():
     creators = figure_creating_functions()
     assert len(creators) >= 12  # the papers' and the audit's figures
     unregistered = sorted(creators - set(figures.registered_figures()))
-    assert unregistered == [], f"decorate these with @spurious.core.figures.figure_function: {unregistered}"
+    assert unregistered == [], f"decorate these with @spurious.core.report.figures.figure_function: {unregistered}"
 
 
 # ----------------------------------------------------------------------------------------------------------------------
@@ -540,7 +540,7 @@ def draw(name: str, case: str, tmp_path: Path, *, write: bool = False) -> list[A
     time, and the layout is what these tests check)."""
     with figures.capture_figures(write=write) as captured:
         CASES[name][case]()(tmp_path)
-    assert captured, f"{name} ({case}) wrote no figure through core.figures"
+    assert captured, f"{name} ({case}) wrote no figure through core.report.figures"
     return captured
 
 

@@ -1,12 +1,12 @@
-"""The figure check (spurious.core.figures) on hand-built figures: each rule fails the figure it describes and passes
-its readable counterpart."""
+"""The figure check (spurious.core.report.figures) on hand-built figures: each rule fails the figure it describes and
+passes its readable counterpart."""
 
 from __future__ import annotations
 
 import pytest
 from matplotlib.figure import Figure
 
-from spurious.core import figures
+from spurious.core.report import figures
 
 
 def _figure(width: float = 6.0, height: float = 3.0, layout: str | None = "constrained") -> Figure:

@@ -1,6 +1,6 @@
-"""Fetch records (spurious.core.hub): a checkpoint fetched from a hub-layout cache offline at its resolved or pinned
-revision, the record every job loads it through (checked against the folder), jobs refused a hub model without one,
-the records' reader, the offline environment of jobs, the start-up checks and the refusal of conda deployment."""
+"""Fetch records (spurious.core.data.hub): a checkpoint fetched from a hub-layout cache offline at its resolved or
+pinned revision, the record every job loads it through (checked against the folder), jobs refused a hub model without
+one, the records' reader, the offline environment of jobs, the start-up checks and the refusal of conda deployment."""
 
 from __future__ import annotations
 
@@ -13,7 +13,8 @@ import sys
 
 import pytest
 
-from spurious.core import hub, models
+from spurious.core import models
+from spurious.core.data import hub
 from tests.conftest import REPO
 
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -13,8 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from spurious.core import io, training
+from spurious.core import io
 from spurious.core.models import load_tokenizer
+from spurious.core.train import training
 
 
 def _fd_path(fd: int) -> str:

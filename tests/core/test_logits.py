@@ -12,8 +12,8 @@ import numpy as np
 import pytest
 import torch
 
-from spurious.core import logits, qa
 from spurious.core.models import load_qa_model, load_tokenizer
+from spurious.core.train import logits, qa
 
 MINILM = "embedded:all-MiniLM-L6-v2"
 SETTINGS = {"max_length": 64, "stride": 16, "device": "cpu", "eval_batch_size": 8, "threads": 1}

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.core.data import load_squad_json
+from spurious.core.data.squad import load_squad_json
 from spurious.core.metrics import evaluate, exact_match, f1_score, normalize_answer, score_predictions
 from tests.conftest import SQUAD_DEV
 
@@ -157,8 +157,8 @@ def test_first_gold_scores_100_everywhere(squad_dev: pd.DataFrame) -> None:
 
 def test_second_annotator_matches_independent_loop(squad_dev: pd.DataFrame) -> None:
     # Human-performance style: the second annotator's answer against the *other* gold answers (questions with at
-    # least two answers). The expectation reads the raw JSON independently of spurious.core.data and scores it with the
-    # official script's arithmetic.
+    # least two answers). The expectation reads the raw JSON independently of spurious.core.data.squad and scores it
+    # with the official script's arithmetic.
     with gzip.open(SQUAD_DEV, "rt", encoding="utf-8") as fh:
         dataset = json.load(fh)["data"]
     em_total = f1_total = 0.0

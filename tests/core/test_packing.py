@@ -1,4 +1,4 @@
-"""Packed windows (``attention: packed``, spurious.core.packing) against padded batches, on CPU.
+"""Packed windows (``attention: packed``, spurious.core.train.packing) against padded batches, on CPU.
 
 The packed path runs here through the block-diagonal reference (scaled-dot-product attention masked by
 ``cu_seq_lens``), the same inputs ``varlen_attn`` gets on CUDA (tests/core/test_packing_cuda.py compares the two on a
@@ -25,12 +25,13 @@ from transformers import (
     RobertaConfig,
 )
 
-from spurious.core import classification, classifier, packing, qa
 from spurious.core.config import result_settings
+from spurious.core.data import classification
 from spurious.core.models import load_tokenizer
-from spurious.core.prompt import PAPER_PROMPTS, PromptClassifier, encode_prompts, label_word_ids
-from spurious.core.qa import finetune
-from spurious.core.qa.inference import _model_outputs, qa_loss
+from spurious.core.train import classifier, packing, qa
+from spurious.core.train.prompt import PAPER_PROMPTS, PromptClassifier, encode_prompts, label_word_ids
+from spurious.core.train.qa import finetune
+from spurious.core.train.qa.inference import _model_outputs, qa_loss
 from tests.conftest import SHARED
 from tests.core.packing_reference import use_reference
 

@@ -15,10 +15,10 @@ import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering, BertConfig
 
-from spurious.core import packing, qa
 from spurious.core.models import load_tokenizer
-from spurious.core.qa.inference import _model_outputs, qa_loss
-from spurious.core.training import autocast, to_device
+from spurious.core.train import packing, qa
+from spurious.core.train.qa.inference import _model_outputs, qa_loss
+from spurious.core.train.training import autocast, to_device
 from tests.core.test_packing import FAMILIES, MINILM, tiny_model
 
 HAS_VARLEN = importlib.util.find_spec("torch.nn.attention.varlen") is not None

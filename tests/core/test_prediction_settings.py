@@ -1,11 +1,12 @@
-"""A classifier's prediction settings are declared once (``spurious.core.prediction_settings``): the rules take those
-keys as params and the three classification papers' predict adapters pass exactly them to ``predict_classifier``."""
+"""A classifier's prediction settings are declared once (``spurious.core.train.prediction_settings``): the rules take
+those keys as params and the three classification papers' predict adapters pass exactly them to
+``predict_classifier``."""
 
 from __future__ import annotations
 
 import inspect
 
-from spurious.core.prediction_settings import CLASSIFIER_PREDICTION_KEYS, classifier_prediction_arguments
+from spurious.core.train.prediction_settings import CLASSIFIER_PREDICTION_KEYS, classifier_prediction_arguments
 from tests.conftest import REPO
 from tests.track_checks import loaded_by_import
 
@@ -13,7 +14,7 @@ ADAPTERS = ("lexical/predict.py", "spuriousbench/predict.py", "aflite/predict.py
 
 
 def test_every_declared_key_becomes_a_keyword_argument_of_predict_classifier() -> None:
-    from spurious.core.classifier import predict_classifier
+    from spurious.core.train.classifier import predict_classifier
 
     settings = {key: f"value of {key}" for key in (*CLASSIFIER_PREDICTION_KEYS, "learning_rate", "seed")}
     arguments = classifier_prediction_arguments(settings)
@@ -41,11 +42,12 @@ def test_the_adapters_pass_the_declared_keys_and_unpack_none_by_hand() -> None:
 
 def test_the_rules_read_the_declared_keys() -> None:
     rules = {p.name: p.read_text() for p in sorted((REPO / "rules").glob("*.smk"))}
-    assert "from spurious.core.prediction_settings import CLASSIFIER_PREDICTION_KEYS" in rules["common.smk"]
+    assert "from spurious.core.train.prediction_settings import CLASSIFIER_PREDICTION_KEYS" in rules["common.smk"]
     assert not any("CLASSIFIER_PREDICTION_KEYS = " in text for text in rules.values())
     for name in ("aflite_functions.smk", "spurious_functions.smk", "lexical_functions.smk"):
         assert "CLASSIFIER_PREDICTION_KEYS" in rules[name], name
 
 
 def test_importing_the_declaration_imports_nothing_heavy() -> None:
-    assert loaded_by_import('spurious.core.prediction_settings', ('torch', 'transformers', 'pandas', 'numpy')) == []
+    heavy = ("torch", "transformers", "pandas", "numpy")
+    assert loaded_by_import("spurious.core.train.prediction_settings", heavy) == []

@@ -1,5 +1,6 @@
-"""Prompt-based fine-tuning (``spurious.core.prompt``) and the classifier's best-checkpoint selection by dev accuracy
-(``eval_every``), on a randomly initialised tiny BERT masked LM with the MiniLM vocabulary (no network, seconds)."""
+"""Prompt-based fine-tuning (``spurious.core.train.prompt``) and the classifier's best-checkpoint selection by dev
+accuracy (``eval_every``), on a randomly initialised tiny BERT masked LM with the MiniLM vocabulary (no network,
+seconds)."""
 
 from __future__ import annotations
 
@@ -15,10 +16,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious.core import classifier, prompt
-from spurious.core.checkpoints import MODEL_STATE_FILE
 from spurious.core.models import load_tokenizer
-from spurious.core.prompt import PAPER_PROMPTS, PromptClassifier, PromptSpec
+from spurious.core.train import classifier, prompt
+from spurious.core.train.checkpoints import MODEL_STATE_FILE
+from spurious.core.train.prompt import PAPER_PROMPTS, PromptClassifier, PromptSpec
 from spurious.spuriousbench import construction as spuriousbench
 
 MINILM = "embedded:all-MiniLM-L6-v2"

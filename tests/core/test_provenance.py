@@ -91,7 +91,8 @@ def test_hub_revisions_come_from_the_local_cache(tmp_path, monkeypatch):
 def test_hub_revisions_come_from_the_fetch_records_before_the_cache(tmp_path, monkeypatch):
     import huggingface_hub.constants
 
-    from spurious.core import hub, models
+    from spurious.core import models
+    from spurious.core.data import hub
 
     cache = tmp_path / "hub"
     (cache / "models--org--model" / "refs").mkdir(parents=True)

@@ -17,10 +17,10 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from spurious.core import qa
-from spurious.core.checkpoints import MODEL_STATE_FILE
 from spurious.core.models import EMBEDDED_MODELS, ModelResolutionError, load_tokenizer, resolve_model
-from spurious.core.qa import finetune
+from spurious.core.train import qa
+from spurious.core.train.checkpoints import MODEL_STATE_FILE
+from spurious.core.train.qa import finetune
 
 MINILM = "embedded:all-MiniLM-L6-v2"
 

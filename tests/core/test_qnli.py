@@ -1,4 +1,4 @@
-"""QNLI-style pairs from SQuAD and the QNLI split by SQuAD article (spurious.core.qnli), on hand-built records."""
+"""QNLI-style pairs from SQuAD and the QNLI split by SQuAD article (spurious.core.data.qnli), on hand-built records."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.core import qnli
+from spurious.core.data import qnli
 from tests.conftest import SHARED
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -103,7 +103,7 @@ def test_extra_pairs_leave_out_qnli_questions_and_validation_articles(spacy_nlp)
 
 
 def test_mirror_qnli_dev_splits_by_article_and_the_squad_pairs_follow_qnli_rules(squad_dev):
-    from spurious.core.classification import load_hf_parquet
+    from spurious.core.data.classification import load_hf_parquet
 
     frame = load_hf_parquet(QNLI_DEV)
     frame.attrs["label_names"] = qnli.LABEL_NAMES

@@ -55,7 +55,7 @@ def test_a_name_registered_twice_with_another_function_is_an_error() -> None:
 
 
 def test_an_unknown_init_names_the_registered_ones() -> None:
-    from spurious.core.qa.finetune import _initial_model
+    from spurious.core.train.qa.finetune import _initial_model
 
     with pytest.raises(ValueError, match="unknown init 'bogus'; known: pretrained, scratch, overlap"):
         _initial_model("embedded:all-MiniLM-L6-v2", "bogus")

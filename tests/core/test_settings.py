@@ -8,9 +8,9 @@ import pickle
 
 import pytest
 
-from spurious.core import classifier
-from spurious.core.qa import settings as qa_settings
-from spurious.core.settings import SHARED_DEFAULTS, ResolvedSettings, task_defaults
+from spurious.core.train import classifier
+from spurious.core.train.qa import settings as qa_settings
+from spurious.core.train.settings import SHARED_DEFAULTS, ResolvedSettings, task_defaults
 
 
 def test_both_tasks_take_every_shared_default_from_the_one_table() -> None:

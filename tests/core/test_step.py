@@ -35,9 +35,9 @@ import torch
 from safetensors.torch import load_file
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from spurious.core import checkpoints, classifier, compiled, engine, qa, steps
 from spurious.core.models import load_tokenizer
-from spurious.core.prompt import PromptSpec
+from spurious.core.train import checkpoints, classifier, compiled, engine, qa, steps
+from spurious.core.train.prompt import PromptSpec
 from spurious.thinktwice.debias import ConfidenceRegularizationObjective, LearnedMixinObjective
 
 MINILM = "embedded:all-MiniLM-L6-v2"
@@ -108,7 +108,7 @@ def _watch_steps(monkeypatch, first: int = 1) -> list[list[tuple[str, str]]]:
     """Run every optimizer step from the ``first``-th on (1-based) under ``HostReads``, the batches moved to the
     "device" as ``OnDevice`` tensors; one list of findings per watched step. The engine's, the loops' and torch's
     own functions run; they are only observed."""
-    from spurious.core.qa import finetune
+    from spurious.core.train.qa import finetune
 
     found: list[list[tuple[str, str]]] = []
     real_step, real_to_device = steps.optimizer_step, finetune.to_device
@@ -374,7 +374,7 @@ def test_the_shapes_listed_for_compilation_are_those_the_loop_meets(tmp_path):
     and its short batches, meets exactly those, from the start or from a resumed state."""
     from collections import Counter
 
-    from spurious.core.training import padded_width
+    from spurious.core.train.training import padded_width
 
     lengths = np.random.default_rng(0).integers(3, 30, size=23)
     seen: list[np.ndarray] = []
@@ -591,7 +591,7 @@ def test_prediction_compiles_its_batches(aot_eager, qa_frames, tiny_models):
     from torch._dynamo.utils import counters
 
     from spurious.core.models import load_qa_model
-    from spurious.core.qa.inference import predict_logits
+    from spurious.core.train.qa.inference import predict_logits
 
     model = load_qa_model(tiny_models["QuestionAnswering"]).eval()
     features = qa.featurize(qa_frames[0].iloc[:9], load_tokenizer(MINILM), max_length=64, stride=16)
@@ -614,7 +614,7 @@ def test_prediction_compiles_its_batches(aot_eager, qa_frames, tiny_models):
 def kernel_dtypes(monkeypatch):
     """The dtypes of the query, key and value every call of the packed reference receives (it runs the strict
     reference, SPURIOUS_PACKED_REFERENCE=1); the registered functions are restored afterwards."""
-    from spurious.core import packing
+    from spurious.core.train import packing
 
     seen: list[tuple[torch.dtype, ...]] = []
     strict = packing.reference_attention
@@ -641,8 +641,8 @@ def test_packed_and_compiled_together_follow_padded_eager(aot_eager, kernel_dtyp
     the eager packed ones (packed against padded: tests/core/test_packing.py)."""
     from collections import Counter
 
-    from spurious.core import packing
-    from spurious.core.qa.inference import _plain_loss
+    from spurious.core.train import packing
+    from spurious.core.train.qa.inference import _plain_loss
 
     met: list[tuple[int, int]] = []  # (windows, packed length) of the batches packed inside the optimizer steps
     real_pack, real_step, stepping = packing.pack, steps.optimizer_step, [False]

@@ -1,5 +1,5 @@
-"""The ``tracker`` setting (spurious.core.tracking): a real TensorBoard event file, read back with TensorBoard's own
-reader, holds the scalars of every step, progress line and evaluation at their steps, with the numbers the run's
+"""The ``tracker`` setting (spurious.core.train.tracking): a real TensorBoard event file, read back with TensorBoard's
+own reader, holds the scalars of every step, progress line and evaluation at their steps, with the numbers the run's
 summary recorded; the run's configuration carries its provenance; a tracker whose package is missing is refused
 before training, naming the extra."""
 
@@ -10,7 +10,7 @@ import importlib.util
 import pytest
 import yaml
 
-from spurious.core import qa, tracking
+from spurious.core.train import qa, tracking
 from tests.core.test_step import _tiny_bert
 
 STEPS, LOG_EVERY, EVAL_EVERY = 6, 2, 3

@@ -22,7 +22,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from spurious.core import hub, provenance
+from spurious.core import provenance
+from spurious.core.data import hub
 from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]

@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from spurious.core import classification
+from spurious.core.data import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES

@@ -131,7 +131,7 @@ class Text:
     def __init__(self, mirror: Path):
         import pandas as pd
 
-        from spurious.core.data import load_flat_json, load_squad_json
+        from spurious.core.data.squad import load_flat_json, load_squad_json
 
         self.squad = load_squad_json(mirror / "squad_v1.1" / "dev-v1.1.json.gz")
         self.nq = load_flat_json(mirror / "naturalquestions_isbiased" / "nq_dev_formatted.json.gz")
@@ -168,7 +168,7 @@ class Text:
 
 
 def prompt_label_words() -> list[str]:
-    from spurious.core.prompt import PAPER_PROMPTS
+    from spurious.core.train.prompt import PAPER_PROMPTS
 
     return [w for spec in PAPER_PROMPTS.values() for w in spec.label_words]
 

@@ -338,7 +338,7 @@ def load_problems(workdir: Path, plan: Plan, hub_cache: Path) -> list[str]:
     """Every model a job loaded is a fetched local folder at a recorded revision (or a model trained in the run),
     loaded with the hub offline; every job that takes a model's fetch record loaded that model through it; every
     hub dataset split records the commit it was loaded at (see the module's docstring)."""
-    from spurious.core import hub
+    from spurious.core.data import hub
 
     problems = []
     records = {str(Path(r.path).relative_to(workdir)): r for r in hub.read_records(workdir / "results")}

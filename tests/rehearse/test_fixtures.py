@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from spurious.core.data import load_squad_json
-from spurious.core.qa.features import featurize
+from spurious.core.data.squad import load_squad_json
+from spurious.core.train.qa.features import featurize
 from tests.rehearse import hub_fixtures
 
 REPO = Path(__file__).resolve().parents[2]
@@ -73,7 +73,7 @@ def test_tokenizers_are_the_same_on_every_build(family):
 
 @pytest.mark.parametrize("lowercase", [False, True])
 def test_wordpiece_stand_ins_hold_the_paper_prompts_label_words_as_single_tokens(lowercase):
-    from spurious.core.prompt import PAPER_PROMPTS, label_word_ids
+    from spurious.core.train.prompt import PAPER_PROMPTS, label_word_ids
 
     texts = list(load_squad_json(SQUAD)["context"].drop_duplicates()[:50])
     tok = hub_fixtures.train_tokenizer("bert", texts, lowercase=lowercase, vocab_size=500)
@@ -159,7 +159,7 @@ def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_pa
 def test_hans_file_fixture_loads_with_the_paper_configs_source(tmp_path):
     """HANS is read from the authors' TSV (the hub copy is a loading script): the fixture in that layout, read with
     paper-aflite's own source entry, gives the heuristics as groups and the two label names."""
-    from spurious.core.classification import load_source
+    from spurious.core.data.classification import load_source
 
     spec = hub_fixtures.load_layouts()["files"]["data/hans/heuristics_evaluation_set.txt"]
     path = tmp_path / "data" / "hans" / "heuristics_evaluation_set.txt"

@@ -12,7 +12,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.core.classification import load_glue_tsv
+from spurious.core.data.classification import load_glue_tsv
 from spurious.spuriousbench import construction as sb
 from tests.conftest import SHARED
 

@@ -8,7 +8,7 @@ import math
 import pandas as pd
 import pytest
 
-from spurious.core import figures
+from spurious.core.report import figures
 from spurious.spuriousbench import gap_figures
 from spurious.spuriousbench import report as rep
 from spurious.thinktwice import report

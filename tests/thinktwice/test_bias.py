@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from spurious.core.data import load_squad_json
+from spurious.core.data.squad import load_squad_json
 from spurious.thinktwice.bias import (
     DROP_NEGATIVE_HEURISTICS,
     NOT_FOUND_REASONS,

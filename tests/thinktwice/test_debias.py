@@ -739,9 +739,9 @@ def _objective_losses(objective_of, squad_dev, packed: bool):
     windows padded or packed (``attention: packed``, through the CPU reference)."""
     from transformers import AutoModelForQuestionAnswering, BertConfig
 
-    from spurious.core import packing, qa
     from spurious.core.models import load_tokenizer
-    from spurious.core.qa.inference import _model_outputs
+    from spurious.core.train import packing, qa
+    from spurious.core.train.qa.inference import _model_outputs
     from tests.core.packing_reference import use_reference
 
     tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
@@ -785,7 +785,7 @@ def test_objectives_on_packed_windows_equal_padding(squad_dev, method):
 
 
 def test_objectives_that_read_the_padding_are_refused_packed(squad_dev, tmp_path, monkeypatch):
-    from spurious.core import packing, qa
+    from spurious.core.train import packing, qa
 
     store = np.zeros((1, 2, 64), dtype=np.float32)
     assert not LearnedMixinObjective(store, hidden_size=4).reads_padding

@@ -510,7 +510,7 @@ def test_loss_curves_draw_only_the_first_steps(tmp_path: Path, max_step: int | N
     of the short run remain."""
     from matplotlib.collections import PolyCollection
 
-    from spurious.core import figures
+    from spurious.core.report import figures
 
     long = [{"step": s, "loss": 3.0 - s / 10_000} for s in (0, 5_000, 10_000, 12_000)]
     lmix = {

@@ -38,7 +38,7 @@ def tfidf(squad_dev):
 
 
 def test_read_heuristic_values_aligns_and_reports_missing(tmp_path):
-    from spurious.core.data import DataValidationError
+    from spurious.core.data.squad import DataValidationError
 
     path = tmp_path / "h.parquet"
     pd.DataFrame({"id": ["a", "b", "c"], "ans-len": [1.0, 2.0, 3.0]}).to_parquet(path)

@@ -10,9 +10,9 @@ import pandas as pd
 import pytest
 import torch
 
-from spurious.core import qa
 from spurious.core.metrics import evaluate
 from spurious.core.models import load_qa_model, load_tokenizer
+from spurious.core.train import qa
 from spurious.thinktwice.overlap_qa import OverlapQAModel, from_checkpoint
 
 MINILM = "embedded:all-MiniLM-L6-v2"

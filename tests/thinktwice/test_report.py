@@ -10,8 +10,8 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from spurious.core import tables
 from spurious.core.io import write_json
+from spurious.core.report import tables
 from spurious.thinktwice import paper_values, report
 
 
@@ -237,7 +237,7 @@ def test_thresholds_table_worse_group_inferred() -> None:
 
 
 # ----------------------------------------------------------------------------------------------------------------------
-# write_table / format_markdown (spurious.core.tables, importable from the report as before)
+# write_table / format_markdown (spurious.core.report.tables, importable from the report as before)
 
 
 def test_the_table_helpers_are_cores() -> None:
@@ -290,7 +290,8 @@ def test_write_table_atomic_on_error(tmp_path: Path, results: list[dict], monkey
     # the CSV and the Markdown are one pair: a failure while making either leaves the previous pair whole
     report.write_table(df.iloc[:1], csv, md)
     before = {p.name: p.read_bytes() for p in (csv, md)}
-    monkeypatch.setattr(tables, "format_markdown", boom)  # write_table lives in core.tables (report re-exports it)
+    # write_table lives in core.report.tables (report re-exports it)
+    monkeypatch.setattr(tables, "format_markdown", boom)
     with pytest.raises(RuntimeError, match="disk full"):
         report.write_table(df, csv, md)
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before  # no temporary file left behind

@@ -6,7 +6,9 @@ from typing import TYPE_CHECKING
 import numpy as np
 import torch
 
-from spurious.core import classification, embeddings, io, logits, provenance
+from spurious.core import io, provenance
+from spurious.core.data import classification
+from spurious.core.train import embeddings, logits
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

@@ -10,7 +10,8 @@ import pandas as pd
 import torch
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, io, readers
+from spurious.core import io, readers
+from spurious.core.data import classification
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

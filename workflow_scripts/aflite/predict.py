@@ -5,8 +5,10 @@ from typing import TYPE_CHECKING
 import torch
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier, io, provenance
-from spurious.core.prediction_settings import classifier_prediction_arguments
+from spurious.core import io, provenance
+from spurious.core.data import classification
+from spurious.core.train import classifier
+from spurious.core.train.prediction_settings import classifier_prediction_arguments
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

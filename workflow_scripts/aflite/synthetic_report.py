@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import synthetic as aflite_synthetic
 from spurious.core import io, provenance
-from spurious.core.tables import write_table
+from spurious.core.report.tables import write_table
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

@@ -4,7 +4,7 @@ from typing import TYPE_CHECKING
 
 from spurious.aflite import report as aflite_text_report
 from spurious.core import io, provenance, readers
-from spurious.core.tables import write_table
+from spurious.core.report.tables import write_table
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

@@ -5,7 +5,9 @@ import shutil
 from typing import TYPE_CHECKING
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, classifier, io, launch, provenance
+from spurious.core import io, provenance
+from spurious.core.data import classification
+from spurious.core.train import classifier, launch
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

@@ -4,7 +4,8 @@ filters.<name> set: D_rand and D(AFLite) only, from the pool filtered alone)."""
 from typing import TYPE_CHECKING
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification, readers
+from spurious.core import readers
+from spurious.core.data import classification
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.aflite import text as aflite_text
-from spurious.core import classification
+from spurious.core.data import classification
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

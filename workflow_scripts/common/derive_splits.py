@@ -3,7 +3,7 @@ grouped by the first text segment, or QNLI by SQuAD article, optionally with QNL
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, data, qnli
+from spurious.core.data import classification, qnli, squad
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -16,7 +16,7 @@ if snakemake.params.task == "classification":
     frame = classification.read_parquet(snakemake.input.source)
     by = snakemake.params.by
     if by == "squad_article":
-        squad = data.read_qa_parquet(snakemake.input.squad)
+        squad = squad.read_qa_parquet(snakemake.input.squad)
         train, validation, how = qnli.derive_by_article(
             frame, squad, validation_fraction=fraction, seed=seed, squad_pairs=snakemake.params.squad_pairs,
             source=str(snakemake.input.source), log=log.info,
@@ -36,8 +36,8 @@ if snakemake.params.task == "classification":
                  part["label"].value_counts().sort_index().to_dict())
         classification.write_parquet(part, snakemake.output[name], metadata=meta)
 else:
-    frame = data.read_qa_parquet(snakemake.input.source)
-    train, validation = data.split_by_title(frame, validation_fraction=fraction, seed=seed)
+    frame = squad.read_qa_parquet(snakemake.input.source)
+    train, validation = squad.split_by_title(frame, validation_fraction=fraction, seed=seed)
     for name, part in (("train", train), ("validation", validation)):
         meta = {
             "derived_from": str(snakemake.input.source),
@@ -48,4 +48,4 @@ else:
             "n_titles": int(part["title"].nunique()),
         }
         log.info("%s: %d questions from %d articles", name, meta["n_questions"], meta["n_titles"])
-        data.write_qa_parquet(part, snakemake.output[name], metadata=meta)
+        squad.write_qa_parquet(part, snakemake.output[name], metadata=meta)

@@ -5,11 +5,12 @@ other fetch rules that may use the network."""
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spurious.core import hub
+from spurious.core.data import hub
 
 hub.network_for_local_rule()  # before datasets is imported: the user's own HF_*_OFFLINE, not the jobs' offline ones
 
-from spurious.core import classification, data, errors  # noqa: E402
+from spurious.core import errors  # noqa: E402
+from spurious.core.data import classification, squad  # noqa: E402
 from spurious.workflow import runlog  # noqa: E402
 
 if TYPE_CHECKING:
@@ -17,7 +18,7 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 task = snakemake.params.task
-loader = classification if task == "classification" else data
+loader = classification if task == "classification" else squad
 where = f"dataset {snakemake.wildcards.dataset}, split {snakemake.wildcards.split}"
 try:
     frame = loader.load_source(snakemake.params.source)
@@ -32,7 +33,7 @@ try:
         file_record=snakemake.input.get("file_record") if read_path else None,
         expected=snakemake.params.source.get("fetch") if read_path else None,
     )
-except (data.DataValidationError, errors.InputError, FileNotFoundError) as exc:
+except (squad.DataValidationError, errors.InputError, FileNotFoundError) as exc:
     # the same one-line errors as the command line's, naming the file, the record and the fix
     runlog.fail(log, f"{where}: {exc}")
 log.info("%s: %d records kept, %d dropped, %d unlabeled", source, len(frame), summary["n_dropped"],
@@ -46,5 +47,5 @@ if task == "classification":
              frame["label"].value_counts().sort_index().to_dict())
     classification.write_parquet(frame, snakemake.output[0], metadata=meta)
 else:
-    data.write_qa_parquet(frame, snakemake.output[0], metadata=meta)
+    squad.write_qa_parquet(frame, snakemake.output[0], metadata=meta)
 hub.write_record(record, snakemake.output.record)

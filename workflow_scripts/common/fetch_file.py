@@ -3,7 +3,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import hub
+from spurious.core.data import hub
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:

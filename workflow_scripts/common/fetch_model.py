@@ -1,10 +1,10 @@
 """Adapter (local rule): fetch one checkpoint a config names, at its revision, into the Hugging Face cache, and write
-its fetch record; every job that loads the model takes the record as an input (spurious.core.hub)."""
+its fetch record; every job that loads the model takes the record as an input (spurious.core.data.hub)."""
 
 import os
 from typing import TYPE_CHECKING
 
-from spurious.core import hub
+from spurious.core.data import hub
 
 hub.network_for_local_rule()  # before huggingface_hub is imported: the user's own HF_HUB_OFFLINE, not the jobs'
 

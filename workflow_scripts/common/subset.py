@@ -2,7 +2,7 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, data
+from spurious.core.data import classification, squad
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -11,12 +11,12 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
 is_qa = snakemake.params.task == "qa"
-frame = data.read_qa_parquet(snakemake.input[0]) if is_qa else classification.read_parquet(snakemake.input[0])
-subset = data.sample_questions(frame, max_examples=int(w.n), seed=int(w.seed))
+frame = squad.read_qa_parquet(snakemake.input[0]) if is_qa else classification.read_parquet(snakemake.input[0])
+subset = squad.sample_questions(frame, max_examples=int(w.n), seed=int(w.seed))
 subset.attrs.update(frame.attrs)
 log.info("%d of %d examples (seed %s)", len(subset), len(frame), w.seed)
 meta = {"subset_of": str(snakemake.input[0]), "max_examples": int(w.n), "seed": int(w.seed)}
 if is_qa:
-    data.write_qa_parquet(subset, snakemake.output[0], metadata={**meta, "n_questions": len(subset)})
+    squad.write_qa_parquet(subset, snakemake.output[0], metadata={**meta, "n_questions": len(subset)})
 else:
     classification.write_parquet(subset, snakemake.output[0], metadata={**meta, "n_examples": len(subset)})

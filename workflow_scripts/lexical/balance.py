@@ -3,7 +3,8 @@ weights and under q (paper Fig. 2)."""
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, io, readers
+from spurious.core import io, readers
+from spurious.core.data import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 from spurious.workflow import runlog

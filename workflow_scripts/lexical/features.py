@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, io
+from spurious.core import io
+from spurious.core.data import classification
 from spurious.lexical import features as lexical
 from spurious.workflow import runlog
 

@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance, readers
-from spurious.core.tables import write_table
+from spurious.core.report.tables import write_table
 from spurious.lexical import report as lexical_report
 from spurious.workflow import runlog
 

@@ -4,7 +4,9 @@ removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classification, classifier, io, launch, provenance
+from spurious.core import io, provenance
+from spurious.core.data import classification
+from spurious.core.train import classifier, launch
 from spurious.lexical import bilstm, reweight
 from spurious.workflow import runlog
 

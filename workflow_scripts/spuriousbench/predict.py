@@ -5,8 +5,9 @@ from typing import TYPE_CHECKING
 import pandas as pd
 import torch
 
-from spurious.core import classifier, io, provenance
-from spurious.core.prediction_settings import classifier_prediction_arguments
+from spurious.core import io, provenance
+from spurious.core.train import classifier
+from spurious.core.train.prediction_settings import classifier_prediction_arguments
 from spurious.spuriousbench import construction as sb
 from spurious.workflow import runlog
 

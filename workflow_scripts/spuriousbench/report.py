@@ -3,7 +3,7 @@
 from typing import TYPE_CHECKING
 
 from spurious.core import io, provenance
-from spurious.core.tables import write_table
+from spurious.core.report.tables import write_table
 from spurious.spuriousbench import gap_figures
 from spurious.spuriousbench import report as rep
 from spurious.workflow import runlog

@@ -4,7 +4,8 @@ checkpoint folder is removed only after success."""
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import classifier, io, launch, prompt, provenance
+from spurious.core import io, provenance
+from spurious.core.train import classifier, launch, prompt
 from spurious.spuriousbench import construction as sb
 from spurious.workflow import runlog
 

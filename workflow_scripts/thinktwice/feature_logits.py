@@ -2,14 +2,16 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, provenance, qa
+from spurious.core import provenance
+from spurious.core.data import squad
+from spurious.core.train import qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-frame = data.read_qa_parquet(snakemake.input.data)
+frame = squad.read_qa_parquet(snakemake.input.data)
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
 log.info(
     "logits of %s on %d questions (tokenizer of %s)", snakemake.input.model, len(frame), snakemake.params.tokenizer_from

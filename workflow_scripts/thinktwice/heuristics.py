@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io
+from spurious.core import io
+from spurious.core.data import squad
 from spurious.thinktwice import heuristics
 from spurious.workflow import runlog
 
@@ -10,11 +11,11 @@ if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-frame = data.read_qa_parquet(snakemake.input.data)
+frame = squad.read_qa_parquet(snakemake.input.data)
 tfidf_contexts = None
 if hasattr(snakemake.input, "tfidf_reference"):  # a Namedlist: "in" would test values
     # One context per question, as the reference fits TF-IDF (contexts repeat once per question).
-    tfidf_contexts = data.read_qa_parquet(snakemake.input.tfidf_reference)["context"].tolist()
+    tfidf_contexts = squad.read_qa_parquet(snakemake.input.tfidf_reference)["context"].tolist()
 log.info("%d questions; heuristics %s; compat %s", len(frame), snakemake.params.names, snakemake.params.compat)
 values = heuristics.compute_heuristics(
     frame,

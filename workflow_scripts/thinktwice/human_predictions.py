@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io
+from spurious.core import io
+from spurious.core.data import squad
 from spurious.thinktwice import bias
 from spurious.workflow import runlog
 
@@ -10,7 +11,7 @@ if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-frame = data.read_qa_parquet(snakemake.input.data)
+frame = squad.read_qa_parquet(snakemake.input.data)
 k = int(snakemake.wildcards.annotator)
 scored, n_skipped = bias.human_scores(frame)[k], bias.human_skipped_count(frame)
 log.info("annotator %d: %d questions scored, %d skipped (fewer than three gold answers)", k, len(scored), n_skipped)

@@ -2,14 +2,16 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, metrics, provenance, qa
+from spurious.core import io, metrics, provenance
+from spurious.core.data import squad
+from spurious.core.train import qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-frame = data.read_qa_parquet(snakemake.input.data)
+frame = squad.read_qa_parquet(snakemake.input.data)
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
 predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
 scored = metrics.score_predictions(frame, predictions)

@@ -2,7 +2,9 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, metrics, provenance, qa
+from spurious.core import io, metrics, provenance
+from spurious.core.data import squad
+from spurious.core.train import qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -10,7 +12,7 @@ if TYPE_CHECKING:
 
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
-frame = qa.select_eval_subset(data.read_qa_parquet(snakemake.input.data), snakemake.params.max_examples)
+frame = qa.select_eval_subset(squad.read_qa_parquet(snakemake.input.data), snakemake.params.max_examples)
 settings = dict(snakemake.params.settings, threads=snakemake.threads)
 predictions = qa.predict_qa(snakemake.input.model, frame, settings=settings)
 totals = metrics.evaluate(frame, predictions)

@@ -2,7 +2,8 @@
 
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io
+from spurious.core import io
+from spurious.core.data import squad
 from spurious.thinktwice import bias, heuristics
 from spurious.workflow import runlog
 
@@ -23,7 +24,7 @@ if not result["found"]:
         f"on {w.dataset}/{w.threshold_split}, so there are no biased/unbiased segments of {w.split} to write; remove "
         "this entry from the config's 'segments' (or the heuristic from debias.heuristics) or choose another heuristic"
     )
-frame = data.read_qa_parquet(snakemake.input.data)
+frame = squad.read_qa_parquet(snakemake.input.data)
 values = heuristics.read_heuristic_values(snakemake.input.heuristics, w.heuristic, frame["id"])
 biased, unbiased = bias.split_by_threshold(
     frame,
@@ -44,5 +45,5 @@ meta = {
     "n_excluded_sentinels": len(frame) - len(biased) - len(unbiased),
 }
 log.info("segments: %s", meta)
-data.write_qa_parquet(biased, snakemake.output.biased, metadata=dict(meta, segment="biased"))
-data.write_qa_parquet(unbiased, snakemake.output.unbiased, metadata=dict(meta, segment="unbiased"))
+squad.write_qa_parquet(biased, snakemake.output.biased, metadata=dict(meta, segment="biased"))
+squad.write_qa_parquet(unbiased, snakemake.output.unbiased, metadata=dict(meta, segment="unbiased"))

@@ -3,17 +3,19 @@
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, launch, provenance, qa
+from spurious.core import io, provenance
+from spurious.core.data import squad
+from spurious.core.train import launch, qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
     from snakemake.iocontainers import snakemake
 
 log = runlog.setup(snakemake)
-train = data.read_qa_parquet(snakemake.input.train)
-validation = data.read_qa_parquet(snakemake.input.validation)
+train = squad.read_qa_parquet(snakemake.input.train)
+validation = squad.read_qa_parquet(snakemake.input.validation)
 settings = launch.job_settings(snakemake.params.settings, threads=snakemake.threads, resources=snakemake.resources)
-curves = data.validation_curves(snakemake.input)
+curves = squad.validation_curves(snakemake.input)
 log.info(
     "training %s on %d questions, settings %s; validation-loss curves also on %s",
     snakemake.params.checkpoint,

@@ -4,7 +4,9 @@ the biased and unbiased validation segments (App. B.2.1). Checkpoints are remove
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, launch, provenance, qa
+from spurious.core import io, provenance
+from spurious.core.data import squad
+from spurious.core.train import launch, qa
 from spurious.workflow import runlog
 
 if TYPE_CHECKING:
@@ -13,9 +15,9 @@ if TYPE_CHECKING:
 log = runlog.setup(snakemake)
 w = snakemake.wildcards
 params = snakemake.params
-train = data.read_qa_parquet(snakemake.input.train)
-validation = data.read_qa_parquet(snakemake.input.validation)
-segments = {name: data.read_qa_parquet(snakemake.input[f"valid_{name}"]) for name in ("biased", "unbiased")}
+train = squad.read_qa_parquet(snakemake.input.train)
+validation = squad.read_qa_parquet(snakemake.input.validation)
+segments = {name: squad.read_qa_parquet(snakemake.input[f"valid_{name}"]) for name in ("biased", "unbiased")}
 settings = launch.job_settings(params.settings, threads=snakemake.threads, resources=snakemake.resources)
 log.info(
     "bias model for %s: %d biased training questions; selection on %d biased / %d unbiased validation questions "

@@ -8,8 +8,10 @@ import json
 import shutil
 from typing import TYPE_CHECKING
 
-from spurious.core import data, io, launch, provenance, qa
+from spurious.core import io, provenance
+from spurious.core.data import squad
 from spurious.core.io import file_sha256
+from spurious.core.train import launch, qa
 from spurious.thinktwice import track
 from spurious.workflow import runlog
 
@@ -35,8 +37,8 @@ if "scale" in options:
     else:
         scale_source = "config"
     log.info("%s scale %s (%s)", method, options["scale"], scale_source)
-validation = data.read_qa_parquet(inp.validation)
-curves = data.validation_curves(inp)
+validation = squad.read_qa_parquet(inp.validation)
+curves = squad.validation_curves(inp)
 spec = track.METHOD_OF.get(method)  # None for the matched control
 method_run = track.MethodRun(inputs=inp, options=options, seed=settings["seed"], checkpoint=params.checkpoint,
                              mask_non_context=params.mask_non_context)
@@ -45,7 +47,7 @@ if spec is not None and spec.training_data is not None:
     train, extra = spec.training_data(method_run)
     log.info("%s training data: %s", method, extra)
 else:
-    train = data.read_qa_parquet(inp.train)
+    train = squad.read_qa_parquet(inp.train)
 objective_factory = None
 if spec is not None and spec.objective is not None:
     objective_factory = functools.partial(spec.objective, method_run)

@@ -36,7 +36,7 @@ import torch
 
 from spurious.core import readers
 from spurious.core.io import atomic_path, write_json
-from spurious.core.training import pick_device
+from spurious.core.train.training import pick_device
 
 log = logging.getLogger(__name__)
 SELECTIONS = ("greedy", "sample")

@@ -44,7 +44,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.core import readers
-from spurious.core.classification import GROUP_SEPARATOR
+from spurious.core.data.classification import GROUP_SEPARATOR
 from spurious.core.errors import rebuild_advice
 
 ALL = "all"
@@ -155,8 +155,8 @@ def score_predictions(
     """One model's predictions on one evaluation split -> (per-record table, {group: {correct, n}}).
 
     ``predictions``: ``id, prediction`` with the model's label names in ``attrs["label_names"]`` (the output of
-    :func:`spurious.core.classifier.predict_classifier` with ``check_labels=False``); ``frame``: the evaluation split
-    (a classification frame, optionally with ``groups``). ``split_group``: every record's group; otherwise the
+    :func:`spurious.core.train.classifier.predict_classifier` with ``check_labels=False``); ``frame``: the evaluation
+    split (a classification frame, optionally with ``groups``). ``split_group``: every record's group; otherwise the
     records' own ``groups``, renamed by ``group_names``. Every scored record also counts in :data:`ALL`."""
     model_labels = list(predictions.attrs["label_names"])
     data_labels = list(frame.attrs["label_names"])

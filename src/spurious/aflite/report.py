@@ -29,7 +29,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.aflite.track import INPUTS, TRAIN_SETS
-from spurious.core.figures import figure_function, save_figure
+from spurious.core.report.figures import figure_function, save_figure
 
 # Table 3 (SNLI): dev accuracy (%) for D, D_92k and D(φ_RoBERTa). The paper's "-HypOnly" rows are our partial inputs.
 PAPER_TABLE3: dict[str, tuple[float, float, float]] = {
@@ -287,7 +287,7 @@ def iterations_figure(
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from spurious.core import figures
+    from spurious.core.report import figures
 
     stopped = stopped or {}
     with matplotlib.rc_context({"svg.hashsalt": "aflite-text-iterations", "svg.fonttype": "path", "font.size": 7}):

@@ -35,7 +35,7 @@ from typing import Any
 import numpy as np
 
 from spurious.aflite import filtering as aflite
-from spurious.core.figures import figure_function, save_figure
+from spurious.core.report.figures import figure_function, save_figure
 
 SEPARATIONS = (0.8, 0.7, 0.6, 0.4)
 # Table 7: mean dev accuracy (%) and std over 10 seeds, before (D) and after (D(Φ)) AFLite.

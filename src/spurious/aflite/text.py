@@ -3,7 +3,7 @@
 1. **Warm-up split.** A random fraction of the training split (the paper: 10 %) fine-tunes the encoder whose
    representations AFLite filters on; that fraction is then discarded: the *pool* (the rest) is D from here on.
    The draw is stratified by label (``classification.split_random``), so D keeps the label distribution.
-2. **Representations Φ** of the pool and the dev set (``spurious.core.embeddings``): the warm-up model's, a frozen
+2. **Representations Φ** of the pool and the dev set (``spurious.core.train.embeddings``): the warm-up model's, a frozen
    encoder's, or features the user supplies.
 3. **Filtering** (``filter_pool_and_dev``): one AFLite run over the pool and the dev set together, so the filtered
    dev set D(AFLite)'s dev comes from the same filtering as its training set (the paper's in-distribution benchmark
@@ -24,7 +24,7 @@ import pandas as pd
 
 from spurious.aflite import filtering as aflite
 from spurious.aflite.track import TRAIN_SETS
-from spurious.core import classification, data
+from spurious.core.data import classification, squad
 
 TRAINING_SETS = TRAIN_SETS
 
@@ -120,7 +120,7 @@ def training_sets(pool: pd.DataFrame, table: pd.DataFrame, *, seed: int) -> dict
     kept = pool.iloc[kept_rows(table, "pool")].reset_index(drop=True)
     sets = {
         "full": pool.reset_index(drop=True),
-        "random": data.sample_questions(pool, max_examples=len(kept), seed=seed),
+        "random": squad.sample_questions(pool, max_examples=len(kept), seed=seed),
         "aflite": kept,
     }
     for frame in sets.values():

@@ -105,7 +105,7 @@ def load_predictor(model: str | os.PathLike, label_names: Sequence[str], *, batc
             return predict_bilstm(model, framed, device=device, log=quiet)["prediction"].to_numpy()
 
         return predict
-    from spurious.core.classifier import load_trained_classifier, predict_classifier
+    from spurious.core.train.classifier import load_trained_classifier, predict_classifier
 
     loaded = load_trained_classifier(model, max_length=max_length, device=device)  # once, for every prediction
 
@@ -140,7 +140,7 @@ def training_predictability(
     if is_bilstm(model):
         return {"computed": False, "reason": "a BiLSTM control has no pooled transformer representation"}
     from spurious.aflite.filtering import predictability_scores
-    from spurious.core.embeddings import embed
+    from spurious.core.train.embeddings import embed
 
     emit = log or (lambda message: None)
     n_classes = len(train.attrs["label_names"])

@@ -43,7 +43,7 @@ def default_data(task: str, label_names: list[str] | None) -> tuple[str, str]:
 
 
 def _mirror_file(relative: str) -> Path:
-    from spurious.core.data import MIRROR_ENV, resolve_mirror_path
+    from spurious.core.data.squad import MIRROR_ENV, resolve_mirror_path
 
     path = resolve_mirror_path(relative)
     if path is None:
@@ -56,10 +56,10 @@ def _mirror_file(relative: str) -> Path:
 
 def read_qa(path: str | os.PathLike, on_invalid: str = "error") -> pd.DataFrame:
     """A QA file: the workflow's normalised parquet, or SQuAD JSON / flat records (validated as the CLI does)."""
-    from spurious.core.inputs import InputError, load_data
+    from spurious.core.data.inputs import InputError, load_data
 
     if str(path).endswith(".parquet"):
-        from spurious.core.data import DataValidationError, read_qa_parquet
+        from spurious.core.data.squad import DataValidationError, read_qa_parquet
 
         try:
             return read_qa_parquet(path)
@@ -75,7 +75,7 @@ def load_classification(path: str | os.PathLike, label_names: list[str] | None, 
                         ) -> pd.DataFrame:
     """A classification file (the workflow's normalised parquet, a hub parquet export or a GLUE TSV), validated as
     the CLI does; ``label_names`` names the labels in index order."""
-    from spurious.core.inputs import InputError, load_classification_file
+    from spurious.core.data.inputs import InputError, load_classification_file
 
     args = argparse.Namespace(text_columns=None, label_column=None, on_invalid=on_invalid,
                               label_names=",".join(label_names) if label_names else None)
@@ -103,8 +103,8 @@ def adopt_model_names(frame: pd.DataFrame, model_names: list[str]) -> bool:
 
 def check_out_dir(out: str | os.PathLike) -> None:
     """AuditInputError unless ``out`` is a folder this process can write into, or one it can create (the check every
-    command makes of its outputs, :func:`spurious.core.inputs.check_output`)."""
-    from spurious.core.inputs import InputError, check_output
+    command makes of its outputs, :func:`spurious.core.data.inputs.check_output`)."""
+    from spurious.core.data.inputs import InputError, check_output
 
     try:
         check_output(out, "--out", folder=True, holds=" for audit.json and report.html")
@@ -229,7 +229,7 @@ def add_sample_size_option(p: argparse.ArgumentParser, prefix: str = "") -> None
     (SQuAD v1.1 dev, the audit's default QA data), so that both give numbers comparable with its Figure 2 and the
     audit's effect-size classes, which are cut from it. Smaller data needs a smaller sample size, which the error
     for too few questions names before any prediction."""
-    from spurious.core.inputs import positive_int
+    from spurious.core.data.inputs import positive_int
     from spurious.thinktwice import paper_values
 
     p.add_argument(
@@ -250,7 +250,7 @@ examples:
 
 
 def add_parser(sub: Any) -> None:
-    from spurious.core.inputs import label_names, non_negative_int, positive_int
+    from spurious.core.data.inputs import label_names, non_negative_int, positive_int
     from spurious.thinktwice import paper_values
 
     summary = "which shortcuts a model takes: every diagnostic of the four papers that fits its task, in one report"

@@ -116,7 +116,7 @@ def audit_qa(
     :func:`~spurious.thinktwice.bias.search_threshold`'s. Data too small for the sample size, or heuristic settings
     that compute_heuristics rejects, raise :class:`AuditInputError` before any prediction."""
     from spurious.core.metrics import score_predictions
-    from spurious.core.qa import predict_qa
+    from spurious.core.train.qa import predict_qa
     from spurious.thinktwice.bias import InsufficientRowsError, human_bias, human_scores, search_threshold
     from spurious.thinktwice.heuristics import HEURISTICS, compute_heuristics
 

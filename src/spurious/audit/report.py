@@ -20,7 +20,7 @@ from typing import Any
 
 from spurious.audit import verdict
 from spurious.core import provenance
-from spurious.core.figures import explain_empty, figure_function, fill, svg_text
+from spurious.core.report.figures import explain_empty, figure_function, fill, svg_text
 
 SUMMARY_COLUMNS = ("shortcut", "evidence", "effect (points)", "95 % interval (points)", "effect class", "test result",
                    "verdict")

@@ -23,7 +23,7 @@ from spurious.cli.inputs import (
     parse_heuristics,
     parse_variants,
 )
-from spurious.core.inputs import check_output
+from spurious.core.data.inputs import check_output
 from spurious.core.progress import available_cores
 
 log = logging.getLogger("spurious.cli")

@@ -40,15 +40,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_data_fetch(args: argparse.Namespace) -> int:
-    from spurious.core import datamirror
+    from spurious.core.data import mirror
 
-    base_url = args.base_url or datamirror.GITHUB_RAW
+    base_url = args.base_url or mirror.GITHUB_RAW
     files = None
     if args.source_checksums is not None:
-        if base_url == datamirror.GITHUB_RAW:
-            raise datamirror.MirrorError("--source-checksums is for a local copy of the sources (--base-url); the "
+        if base_url == mirror.GITHUB_RAW:
+            raise mirror.MirrorError("--source-checksums is for a local copy of the sources (--base-url); the "
                                          "public sources are checked against the reference checksums")
-        files = datamirror.with_source_checksums(args.source_checksums)
-    datamirror.build(args.out, base_url=base_url, files=files, log=lambda line: print(line, flush=True),
+        files = mirror.with_source_checksums(args.source_checksums)
+    mirror.build(args.out, base_url=base_url, files=files, log=lambda line: print(line, flush=True),
                      keep_other_gzip=args.keep_other_gzip)
     return 0

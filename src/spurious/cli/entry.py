@@ -16,7 +16,7 @@ from spurious.cli.commands import cmd_annotate, cmd_bias, cmd_evaluate, cmd_lexi
 from spurious.cli.data import add_parser as add_data_parser
 from spurious.cli.inputs import COMPAT_CHOICES, EXIT_USAGE, HEURISTIC_NAMES, CLIError
 from spurious.cli.plan import add_parser as add_plan_parser
-from spurious.core.inputs import label_names, non_negative_int, positive_int
+from spurious.core.data.inputs import label_names, non_negative_int, positive_int
 from spurious.thinktwice import paper_values
 
 log = logging.getLogger("spurious.cli")

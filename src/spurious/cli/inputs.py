@@ -1,5 +1,6 @@
 """The CLI's side of a user's input: heuristic and variant arguments, the check of predictions against the data; the
-file readers live in :mod:`spurious.core.inputs` (the audit uses them too) and are importable from here as before."""
+file readers live in :mod:`spurious.core.data.inputs` (the audit uses them too) and are importable from here as
+before."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from collections.abc import Sequence
 
 import pandas as pd
 
-from spurious.core.inputs import (
+from spurious.core.data.inputs import (
     PREDICTION_FORMATS,
     InputError,
     _is_official_squad,

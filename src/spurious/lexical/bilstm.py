@@ -15,11 +15,11 @@ What the paper fixes, and what we pin where it is silent:
   BiLSTM with 128 outputs; the 128-dimensional instance vector is the last forward and the first backward state of
   the third layer, concatenated, followed by a linear projection to the labels. The embeddings are fine-tuned.
 * **Training**: Adam, ``epochs`` passes in a seeded order, batch ``batch_size``, each example's cross-entropy
-  multiplied by its weight ``q_i · |D|`` (as the transformers, :func:`spurious.core.classifier.weighted_loss`). A run of
-  a few minutes on a CPU: no intermediate checkpoints.
+  multiplied by its weight ``q_i · |D|`` (as the transformers, :func:`spurious.core.train.classifier.weighted_loss`). A
+  run of a few minutes on a CPU: no intermediate checkpoints.
 
 The saved folder holds ``bilstm.json`` (the settings, vocabulary and label names) and ``model.pt`` (the weights);
-:func:`predict_bilstm` gives the columns of :func:`spurious.core.classifier.predict_classifier`.
+:func:`predict_bilstm` gives the columns of :func:`spurious.core.train.classifier.predict_classifier`.
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ import torch
 from spurious.core import readers
 from spurious.core.errors import READ_ERRORS, InputError, rebuild_advice, unreadable
 from spurious.core.io import atomic_dir
-from spurious.core.training import pick_device
+from spurious.core.train.training import pick_device
 from spurious.lexical.features import tokenize
 
 logger = logging.getLogger(__name__)
@@ -187,7 +187,7 @@ def train_bilstm(
     """Train the control on a classification frame (``weights``: one nonnegative multiplier per row, ``q_i · |D|``
     in the paper); CBOW first, on the same (q-weighted) data. Saves to ``output_dir`` (written to a temporary
     folder, then renamed) and returns the summary (settings, vocabulary size, CBOW coverage, losses per epoch)."""
-    from spurious.core.classifier import weighted_loss
+    from spurious.core.train.classifier import weighted_loss
 
     s = resolve_settings(settings)
     emit = log or logger.info
@@ -306,7 +306,7 @@ def predict_bilstm(
     log: LogFn | None = None,
 ) -> pd.DataFrame:
     """Predictions of a saved BiLSTM: ``id, label, prediction, correct, probabilities`` (as
-    :func:`spurious.core.classifier.predict_classifier`). The model's label names must match the frame's."""
+    :func:`spurious.core.train.classifier.predict_classifier`). The model's label names must match the frame's."""
     emit = log or logger.info
     meta = read_description(model_dir)
     names = meta["label_names"]

@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core.figures import figure_function, save_figure
-from spurious.core.tables import fixed_decimals
+from spurious.core.report.figures import figure_function, save_figure
+from spurious.core.report.tables import fixed_decimals
 
 # Table 1: |D|, number of features, |Y|, Err(uniform), Err(q).
 PAPER_TABLE1: dict[str, tuple[int, int, int, float, float]] = {
@@ -328,7 +328,7 @@ def figure2(balances: Mapping[str, pd.DataFrame], png_path: str | os.PathLike, s
     from matplotlib.figure import Figure
     from matplotlib.lines import Line2D
 
-    from spurious.core import figures
+    from spurious.core.report import figures
 
     n = max(1, len(balances))
     cols = min(3, n)

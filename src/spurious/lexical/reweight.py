@@ -53,7 +53,7 @@ import scipy.sparse as sp
 import torch
 
 from spurious.core.io import align_to_ids
-from spurious.core.training import pick_device
+from spurious.core.train.training import pick_device
 from spurious.lexical.labels import check_labels, check_n_labels
 
 OPTIMIZERS = ("lbfgs", "adam")

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core import figures
-from spurious.core.figures import figure_function, save_figure
+from spurious.core.report import figures
+from spurious.core.report.figures import figure_function, save_figure
 from spurious.spuriousbench.construction import CATEGORIES, FEATURES
 from spurious.spuriousbench.report import category_table, first_seen, gap_table, model_labels, validated_metrics
 from spurious.spuriousbench.track import METHODS
@@ -214,7 +214,7 @@ def _gap_panels(metrics: Sequence[Mapping[str, Any]], panels: list[Panel], left_
     """The layout of ``panels`` stacked in one column (a dataset such as SST-2 with 28 features needs the page's
     width): every drawn feature of a dataset in each of its panels; the legend names the methods when every panel
     shows one model, else the models (an in-context model with its demonstrations); ``left_out`` is named under the
-    panels. At most :data:`~spurious.core.figures.MAX_WIDTH_IN` wide and, up to that width, at most 1.5 times as
+    panels. At most :data:`~spurious.core.report.figures.MAX_WIDTH_IN` wide and, up to that width, at most 1.5 times as
     tall as wide."""
     table = gap_table(metrics)
     drawn = {(m, x) for _, _, bars in panels for m, x in bars}

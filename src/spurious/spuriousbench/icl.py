@@ -34,7 +34,7 @@ import pandas as pd
 import torch
 
 from spurious.core.models import from_pretrained
-from spurious.core.training import pad_multiple, padded_width, pick_device, use_bf16
+from spurious.core.train.training import pad_multiple, padded_width, pick_device, use_bf16
 
 logger = logging.getLogger(__name__)
 LogFn = Callable[[str], None]

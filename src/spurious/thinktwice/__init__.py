@@ -3,7 +3,7 @@ threshold search, the debiasing objectives (ReSam, LearnedMixin+H, Confidence Re
 and the paper's tables and figures.
 
 Importing the package registers with :mod:`spurious.core.registry` what the paper adds to core: the model type of its
-lexical-overlap bias model (:mod:`spurious.thinktwice.overlap_qa`), ``init="overlap"`` of ``core.qa.train_qa``,
+lexical-overlap bias model (:mod:`spurious.thinktwice.overlap_qa`), ``init="overlap"`` of ``core.train.qa.train_qa``,
 which builds that model, and the check of the config's ``debias`` section
 (:func:`spurious.thinktwice.config.config_problems`, reported on its own before the datasets' task checks). Each
 imports its module (torch, transformers; the heuristics' pandas) only when it is used.

@@ -16,14 +16,14 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core.figures import figure_function, save_figure
-from spurious.core.tables import NA_TEXT, fixed_decimals, format_markdown, write_table
+from spurious.core.report.figures import figure_function, save_figure
+from spurious.core.report.tables import NA_TEXT, fixed_decimals, format_markdown, write_table
 from spurious.thinktwice import paper_values
 
 HUMAN = "Human"
 PAPER_SUFFIX = " (paper)"
 
-# NA_TEXT, fixed_decimals, format_markdown and write_table live in core.tables (every paper's report formats its
+# NA_TEXT, fixed_decimals, format_markdown and write_table live in core.report.tables (every paper's report formats its
 # tables with them); they stay importable from here.
 __all__ = [
     "HUMAN",
@@ -510,7 +510,7 @@ def figure2(
     from matplotlib.figure import Figure
     from matplotlib.patches import Patch
 
-    from spurious.core import figures
+    from spurious.core.report import figures
 
     if not results:
         raise ValueError("no results to plot")

@@ -58,12 +58,12 @@ class DebiasMethod:
 
 def _resampled_segments(run: MethodRun) -> tuple[Any, dict[str, Any]]:
     """ReSam: the biased and unbiased segments resampled to the configured policy and ratio."""
-    from spurious.core import data
+    from spurious.core.data import squad
     from spurious.thinktwice import debias
 
     frame, resampling = debias.resample_segments(
-        data.read_qa_parquet(run.inputs["train_biased"]),
-        data.read_qa_parquet(run.inputs["train_unbiased"]),
+        squad.read_qa_parquet(run.inputs["train_biased"]),
+        squad.read_qa_parquet(run.inputs["train_unbiased"]),
         policy=run.options["policy"],
         ratio=run.options["ratio"],
         seed=run.seed,
@@ -74,7 +74,7 @@ def _resampled_segments(run: MethodRun) -> tuple[Any, dict[str, Any]]:
 def window_logits(run: MethodRun, features: Any, name: str) -> Any:
     """The stored logits ``name`` of exactly these training windows; a mismatch fails loudly. train_qa records the
     configured checkpoint name, max_length and stride on the features, so they make the fingerprint."""
-    from spurious.core import logits
+    from spurious.core.train import logits
 
     return logits.load_feature_logits(run.inputs[name], logits.features_fingerprint(features))
 

@@ -17,7 +17,7 @@ from typing import Any
 
 def setup(smk: Any, name: str = "spurious") -> logging.Logger:
     """Send logging, warnings and stderr of a ``script:`` job to its first log file; load models only through the
-    fetch records among its inputs (:func:`spurious.core.hub.use_job_records`); return a logger."""
+    fetch records among its inputs (:func:`spurious.core.data.hub.use_job_records`); return a logger."""
     log_path = Path(smk.log[0])
     log_path.parent.mkdir(parents=True, exist_ok=True)
     handle = open(log_path, "a", buffering=1)  # noqa: SIM115 - lives as long as the job
@@ -37,7 +37,7 @@ def setup(smk: Any, name: str = "spurious") -> logging.Logger:
     mark_workflow_job()  # a damaged input's advice names the Snakemake command that rebuilds it
     _report_input_errors(logger)
     # every model the job loads goes through the fetch records among its inputs, and none without one
-    from spurious.core import hub
+    from spurious.core.data import hub
 
     hub.use_job_records(getattr(smk, "input", ()))
     watch_snakemake(logger)

@@ -1,5 +1,5 @@
-"""The training objectives that core.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization over
-stored per-window logits.
+"""The training objectives that core.train.qa.train_qa calls per batch: LearnedMixin+H and Confidence Regularization
+over stored per-window logits.
 
 An objective works in two parts, so that a training step never waits for the GPU: ``batch_inputs(feature_index,
 batch)`` on the host, per micro-batch, before the batch moves to the device (the stored logits of its windows laid out
@@ -39,12 +39,12 @@ def _check_logit_store(name: str, array: np.ndarray) -> None:
 def _gather_logits(array: np.ndarray, feature_index: np.ndarray, attention_mask: Tensor) -> tuple[Tensor, Tensor]:
     """The stored start and end logits of this batch's features laid out like the batch (host tensors, float32).
 
-    Stored rows hold each window's logits from position 0, zeros after it (``spurious.core.logits``). Batches are padded
-    to their own width W (that of the host ``attention_mask``): on the right (BERT-like tokenizers) the first W stored
-    columns line up; with left padding (a row whose first position is padding) each row is shifted by its padding, as
-    the collated batch is.
+    Stored rows hold each window's logits from position 0, zeros after it (``spurious.core.train.logits``). Batches are
+    padded to their own width W (that of the host ``attention_mask``): on the right (BERT-like tokenizers) the first W
+    stored columns line up; with left padding (a row whose first position is padding) each row is shifted by its
+    padding, as the collated batch is.
     """
-    from spurious.core.logits import align_to_batch
+    from spurious.core.train.logits import align_to_batch
 
     mask = attention_mask.numpy()
     width = mask.shape[1]

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core.figures import figure_function, save_figure
+from spurious.core.report.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values, report
 from spurious.thinktwice.debias_report.common import (
     AVERAGE,

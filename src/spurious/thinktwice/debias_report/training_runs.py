@@ -10,8 +10,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from spurious.core import figures
-from spurious.core.figures import figure_function, save_figure
+from spurious.core.report import figures
+from spurious.core.report.figures import figure_function, save_figure
 from spurious.thinktwice import paper_values
 from spurious.thinktwice.debias_report.common import (
     CONTROL,

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from spurious.core import readers
-from spurious.core.data import DataValidationError
+from spurious.core.data.squad import DataValidationError
 from spurious.core.io import align_to_ids
 
 

@@ -1,8 +1,8 @@
 """A training run's checkpoints: what a resumed run needs besides tensors (:class:`TrainState`, ``state.json``),
 Accelerate's state, the learning-rate schedule's record and the best weights, written under a temporary name and
 renamed when complete (:func:`save_checkpoint`), and read back with every check that the checkpoint belongs to this
-run (:func:`resume`). The engine (:mod:`spurious.core.engine`) calls both; checkpoints of earlier versions are
-converted by :mod:`spurious.core.checkpoint_migration`."""
+run (:func:`resume`). The engine (:mod:`spurious.core.train.engine`) calls both; checkpoints of earlier versions are
+converted by :mod:`spurious.core.train.checkpoint_migration`."""
 
 from __future__ import annotations
 
@@ -18,9 +18,9 @@ from typing import Any
 import torch
 
 from spurious.core import readers
-from spurious.core.checkpoint_migration import convert_pickled_schedule
 from spurious.core.io import fsync_dir, fsync_tree
-from spurious.core.training import CHECKPOINT_PREFIX, cpu_copy, latest_checkpoint
+from spurious.core.train.checkpoint_migration import convert_pickled_schedule
+from spurious.core.train.training import CHECKPOINT_PREFIX, cpu_copy, latest_checkpoint
 
 BEST_WEIGHTS_FILE = "best_model.pt"
 STATE_FILE = "state.json"

@@ -12,7 +12,8 @@ What stays ours, because results and resumption depend on it:
   label-word loss): ``batch_fn(rows, device) -> batch`` on the host (collate the training rows, move them to the
   device) and ``loss_fn(model, objective, batch) -> (mean loss over the rows, {name: 0-d tensor})`` on the device,
   which never reads a value on the host, so that the host queues steps ahead of the GPU; with the ``compile``
-  setting, ``loss_fn`` is compiled once per batch shape and warmed before the first step (``spurious.core.compiled``);
+  setting, ``loss_fn`` is compiled once per batch shape and warmed before the first step
+  (``spurious.core.train.compiled``);
 * the optimizer: AdamW (fused kernel on CPU and CUDA, as the ``transformers`` Trainer's default) over the model's
   and the objective's parameters, weight decay except biases and norms, linear schedule with warmup; compiled runs
   on CUDA replay the optimizer step (clipping, AdamW, zeroing the gradients) as one captured CUDA graph;
@@ -30,9 +31,9 @@ What stays ours, because results and resumption depend on it:
   ``weights_only=False``).
 
 One optimizer step (its micro-batches, this process's share of each, accumulation, the update, the compiled steps,
-the optimizer and schedule) is in :mod:`spurious.core.steps`. What a checkpoint holds, how it is written and the
-checks on resume are in :mod:`spurious.core.checkpoints`;
-:func:`spurious.core.launch.launch` runs a training function over N processes on one node (``processes`` setting;
+the optimizer and schedule) is in :mod:`spurious.core.train.steps`. What a checkpoint holds, how it is written and the
+checks on resume are in :mod:`spurious.core.train.checkpoints`;
+:func:`spurious.core.train.launch.launch` runs a training function over N processes on one node (``processes`` setting;
 the rules take N from the job's GPU count, see docs/running.md "Several GPUs per training job").
 """
 
@@ -52,13 +53,13 @@ from typing import Any, Protocol
 import numpy as np
 import torch
 
-from spurious.core import compiled, steps, tracking
-from spurious.core.checkpoints import (
+from spurious.core.train import compiled, steps, tracking
+from spurious.core.train.checkpoints import (
     TrainState,
     resume,
     save_checkpoint,
 )
-from spurious.core.steps import (
+from spurious.core.train.steps import (
     CompiledUpdate,
     CompileRecord,
     LogFn,
@@ -71,7 +72,7 @@ from spurious.core.steps import (
     step_micro_batches,
     sum_over_processes,
 )
-from spurious.core.training import (
+from spurious.core.train.training import (
     PreemptionGuard,
     StopRequested,
     TrainingPreempted,
@@ -229,15 +230,15 @@ def train(
     A micro-batch of rows is ``batch_fn(rows, device)`` (host: collate, move to the device) and its loss
     ``loss_fn(model, objective, batch)`` (device only: no value read on the host; logged values as 0-d tensors).
     ``batch_width(row_lengths)`` is the sequence length of the batch of rows of those lengths (``batch_fn``'s rule: the
-    padded width, or a packed row's length, ``spurious.core.packing.row_length``), from which the ``compile`` setting
-    learns the batch shapes ``(rows, sequence length)`` of the run (``spurious.core.compiled``).
+    padded width, or a packed row's length, ``spurious.core.train.packing.row_length``), from which the ``compile``
+    setting learns the batch shapes ``(rows, sequence length)`` of the run (``spurious.core.train.compiled``).
 
     ``settings``: learning_rate, batch_size, gradient_accumulation_steps, epochs, max_steps, warmup_ratio,
     weight_decay, max_grad_norm, group_by_length, checkpoint_every, seed, log_every, device, bf16, compile, tracker (see
     the QA and classification defaults). With ``tracker`` other than none the run is logged into ``tracker_dir``
-    (``spurious.core.tracking``). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint matches
-    (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are loaded
-    into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
+    (``spurious.core.train.tracking``). Resumes from the newest checkpoint in ``checkpoint_dir`` whose fingerprint
+    matches (another run's is refused). With ``evaluation`` and ``keep_best``, the weights of the best evaluation are
+    loaded into ``model`` at the end (kept in the checkpoints, so a resumed run ends with the same model).
     """
     # set up: the processes, Accelerate, the optimizer and schedule, the training module
     rank, processes = world()

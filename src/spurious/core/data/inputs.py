@@ -1,8 +1,8 @@
 """Reading a user's files: QA data (official SQuAD JSON or flat records) and predictions, classification data and
 predictions. Every problem is an :class:`InputError` whose message names the file and the fix; the ``spurious``
 command (``cli``, where it is ``CLIError``) prints it in one line, and the audit reads its data with the same readers.
-The record checks are the workflow's (:mod:`spurious.core.data`, :mod:`spurious.core.classification`); their advice
-names the config's keys, which :func:`cli_advice` rewrites into the command line's options.
+The record checks are the workflow's (:mod:`spurious.core.data.squad`, :mod:`spurious.core.data.classification`); their
+advice names the config's keys, which :func:`cli_advice` rewrites into the command line's options.
 """
 
 from __future__ import annotations
@@ -123,7 +123,7 @@ def load_data(path: str | os.PathLike, *, on_invalid: str = "error") -> tuple[pd
 
     ``info``: ``format`` ("squad_json" / "squad_flat_json"), ``version`` (official files), and the validation summary.
     """
-    from spurious.core.data import DataValidationError, load_flat_json, load_squad_json, validate_records
+    from spurious.core.data.squad import DataValidationError, load_flat_json, load_squad_json, validate_records
 
     path = Path(path)
     payload = _read_json_file(path, "data")
@@ -179,8 +179,8 @@ def load_classification_file(path: str | os.PathLike, args: argparse.Namespace) 
     says (default ``error``). ``args.text_columns``, ``label_column`` and ``label_names`` pick and name the columns of
     a hub export or a TSV; on a normalised parquet, whose columns are fixed, ``label_names`` renames its label ids and
     the column options are refused unless they name its own columns."""
-    from spurious.core import classification
-    from spurious.core.data import DataValidationError
+    from spurious.core.data import classification
+    from spurious.core.data.squad import DataValidationError
 
     file = Path(path)
     if not file.is_file():

@@ -124,8 +124,8 @@ def split_qnli_by_article(
     """(train, validation, validation titles): QNLI pairs split by the SQuAD article of their question.
 
     Titles are shuffled with ``seed`` and assigned to validation until it holds at least ``validation_fraction`` of
-    the titles that QNLI's questions come from (rounded up), as :func:`spurious.core.data.split_by_title`. Every QNLI
-    question must be a question of ``squad``: a missing one raises ValueError naming it."""
+    the titles that QNLI's questions come from (rounded up), as :func:`spurious.core.data.squad.split_by_title`. Every
+    QNLI question must be a question of ``squad``: a missing one raises ValueError naming it."""
     if not 0.0 < validation_fraction < 1.0:
         raise ValueError(f"validation_fraction must lie in (0, 1), got {validation_fraction}")
     titles = question_titles(squad)

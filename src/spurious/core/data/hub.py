@@ -34,7 +34,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from spurious.core import models, readers, urlfetch
+from spurious.core import models, readers
+from spurious.core.data import urlfetch
 from spurious.core.errors import InputError
 
 log = logging.getLogger(__name__)

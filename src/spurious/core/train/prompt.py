@@ -280,8 +280,8 @@ class PromptClassifier(torch.nn.Module):
     output; a model whose head does not go through its output embeddings that way gets the full logits, gathered
     afterwards. Either way the result equals the full MLM logits gathered at the mask.
 
-    Packed rows (``spurious.core.packing``): ``input_ids`` is one row of texts laid end to end and the packed model
-    inputs come as keyword arguments; each text's mask position still counts from its own first token, and the
+    Packed rows (``spurious.core.train.packing``): ``input_ids`` is one row of texts laid end to end and the packed
+    model inputs come as keyword arguments; each text's mask position still counts from its own first token, and the
     text's start is read from ``cu_seq_lens_q``."""
 
     def __init__(self, mlm: torch.nn.Module, label_word_ids: Sequence[int]) -> None:

@@ -3,7 +3,7 @@
 AFLite filters on *pre-computed* representations (Le Bras et al. 2020, §2): the paper embeds with RoBERTa
 fine-tuned on a small random fraction of the data (the warm-up; that fraction is then discarded), or uses a frozen
 encoder. ``embed`` works for either: pass the pretrained checkpoint (frozen) or the directory of a classifier
-fine-tuned with ``spurious.core.classifier.train_classifier`` (warm-up; its classification head is dropped).
+fine-tuned with ``spurious.core.train.classifier.train_classifier`` (warm-up; its classification head is dropped).
 """
 
 from __future__ import annotations
@@ -16,10 +16,10 @@ import pandas as pd
 import torch
 
 from spurious.core import readers
-from spurious.core.classifier import encode
 from spurious.core.io import align_to_ids
 from spurious.core.models import from_pretrained, load_tokenizer
-from spurious.core.training import autocast, pad_multiple, pick_device, use_bf16
+from spurious.core.train.classifier import encode
+from spurious.core.train.training import autocast, pad_multiple, pick_device, use_bf16
 
 POOLINGS = ("cls", "mean")
 
@@ -50,7 +50,7 @@ def embed(
     out = np.zeros((len(data), model.config.hidden_size), dtype=np.float32)
     order = np.argsort(data.lengths, kind="stable")
     use = use_bf16(bf16, dev)
-    multiple = pad_multiple(pad_to_multiple_of, dev)  # batch widths (spurious.core.training.padded_width)
+    multiple = pad_multiple(pad_to_multiple_of, dev)  # batch widths (spurious.core.train.training.padded_width)
     for lo in range(0, len(order), batch_size):
         rows = order[lo : lo + batch_size]
         batch = {k: v.to(dev) for k, v in data.collate(rows, multiple).items()}

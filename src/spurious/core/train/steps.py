@@ -1,7 +1,7 @@
-"""One optimizer step of the training engine (:mod:`spurious.core.engine`): the micro-batches of a step in the data
-order, this process's share of each, the accumulated forward and backward passes and their unread losses, the update
-(eager, or a compiled run's captured one), the ``compile`` setting applied to a run's batch shapes, and the optimizer
-and learning-rate schedule.
+"""One optimizer step of the training engine (:mod:`spurious.core.train.engine`): the micro-batches of a step in the
+data order, this process's share of each, the accumulated forward and backward passes and their unread losses, the
+update (eager, or a compiled run's captured one), the ``compile`` setting applied to a run's batch shapes, and the
+optimizer and learning-rate schedule.
 
 ``engine.train`` sets these up and calls :func:`optimizer_step` once per step (looked up here at each call, so a test
 may patch it); the loop around the steps (logging, evaluation, checkpoints, signals) stays in the engine.
@@ -19,9 +19,9 @@ from typing import Any
 import numpy as np
 import torch
 
-from spurious.core import compiled
-from spurious.core.checkpoints import TrainState
-from spurious.core.training import epoch_order, param_groups, rng_states, set_rng_states
+from spurious.core.train import compiled
+from spurious.core.train.checkpoints import TrainState
+from spurious.core.train.training import epoch_order, param_groups, rng_states, set_rng_states
 
 LogFn = Callable[[str], None]
 
@@ -284,8 +284,8 @@ def compile_step(
     rank: int,
     processes: int,
 ) -> tuple[CompileRecord, CompiledUpdate | None]:
-    """The ``compile`` setting applied to the rest of this run (``spurious.core.compiled``): with it on, the loss is
-    compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
+    """The ``compile`` setting applied to the rest of this run (``spurious.core.train.compiled``): with it on, the loss
+    is compiled for the batch shapes ``compiled.decide`` chooses among those of this process's micro-batches (the others
     run eagerly), every one warmed now (``compiled.WARMUP_CALLS`` forward and backward passes, so that on CUDA its
     graph is recorded before the first step), and the optimizer step handed to an ``CompiledUpdate``."""
     setting = compiled.check_setting(settings.get("compile", "off"))

@@ -6,9 +6,9 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from spurious.core.compiled import check_setting
-from spurious.core.packing import check_attention_setting
-from spurious.core.settings import ResolvedSettings, fill_settings, task_defaults
+from spurious.core.train.compiled import check_setting
+from spurious.core.train.packing import check_attention_setting
+from spurious.core.train.settings import ResolvedSettings, fill_settings, task_defaults
 
 logger = logging.getLogger(__name__)
 

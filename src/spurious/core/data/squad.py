@@ -19,7 +19,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spurious.core import hub, readers
+from spurious.core import readers
+from spurious.core.data import hub
 from spurious.core.io import atomic_path
 
 log = logging.getLogger(__name__)
@@ -178,7 +179,7 @@ def load_hub(
 ) -> pd.DataFrame:
     """Load a split of a Hugging Face hub QA dataset at ``revision`` (needs network unless cached). SQuAD-layout
     datasets load as they are; MRQA-layout ones (``detected_answers``) are converted, keeping the MRQA ``subset``
-    given. What was loaded (the commit) is in ``attrs["hub"]`` (:func:`spurious.core.hub.load_hub_dataset`)."""
+    given. What was loaded (the commit) is in ``attrs["hub"]`` (:func:`spurious.core.data.hub.load_hub_dataset`)."""
     ds, info = hub.load_hub_dataset(name, config_name, split, revision)
     df = _hub_frame(ds.to_pandas(), name, subset)
     df.attrs["hub"] = {**info, "subset": subset}

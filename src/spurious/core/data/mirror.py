@@ -2,10 +2,10 @@
 
 A mirror is a folder with ``data/`` (what ``SPURIOUS_DATA_MIRROR`` points at) and ``nltk_data/`` (what ``NLTK_DATA``
 points at). Every file comes from a public GitHub repository at a pinned commit (:data:`FILES`): the source file is
-downloaded (:mod:`spurious.core.urlfetch`: resumed when interrupted) and checked against its sha256 and size; a file
-in a zip is extracted and checked; a file stored compressed is compressed as ``gzip -9 -n`` compresses it (GNU gzip,
-which the mirror's files were made with; Python's zlib gives other bytes for one of them) and the result is checked
-against the stored sha256. So a mirror built anywhere is byte for byte the reference mirror, or the build stops
+downloaded (:mod:`spurious.core.data.urlfetch`: resumed when interrupted) and checked against its sha256 and size; a
+file in a zip is extracted and checked; a file stored compressed is compressed as ``gzip -9 -n`` compresses it (GNU
+gzip, which the mirror's files were made with; Python's zlib gives other bytes for one of them) and the result is
+checked against the stored sha256. So a mirror built anywhere is byte for byte the reference mirror, or the build stops
 naming the file that differs. ``--base-url`` fetches the same paths from another host (a local copy, a test server).
 """
 
@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from spurious.core import readers, urlfetch
+from spurious.core import readers
+from spurious.core.data import urlfetch
 from spurious.core.errors import InputError
 
 GITHUB_RAW = "https://raw.githubusercontent.com"

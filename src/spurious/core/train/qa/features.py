@@ -11,11 +11,11 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import packing
-from spurious.core.qa.settings import (
+from spurious.core.train import packing
+from spurious.core.train.qa.settings import (
     resolve_settings,
 )
-from spurious.core.training import padded_width
+from spurious.core.train.training import padded_width
 
 
 @dataclass
@@ -29,7 +29,7 @@ class QAFeatures:
     the tokenizer's sequence id of every token (``-1`` for special tokens; the question is sequence 0 with right
     padding, 1 with left padding), ``cls_index[i]`` the position of the CLS token (the label of windows without the
     answer), and ``max_length``/``stride``/``tokenizer_name``/``vocab_size`` record how the windows were made, so that
-    logits stored per feature (``spurious.core.logits``) can be checked against the features that consume them.
+    logits stored per feature (``spurious.core.train.logits``) can be checked against the features that consume them.
     """
 
     input_ids: list[np.ndarray]
@@ -66,8 +66,8 @@ class QAFeatures:
         self, lengths: np.ndarray, pad_to: int | None = None, multiple: int = 1, packed: bool = False
     ) -> int:
         """The sequence length of a collated batch of windows of ``lengths`` tokens (``collate``'s rule): its padded
-        width, or with ``packed`` the length of its packed row (``spurious.core.packing.row_length``, the windows in a
-        layout ``max_length`` wide)."""
+        width, or with ``packed`` the length of its packed row (``spurious.core.train.packing.row_length``, the windows
+        in a layout ``max_length`` wide)."""
         if packed:
             return packing.row_length(lengths, self.batch_width(lengths, pad_to=self.max_length))
         return padded_width(max(int(np.max(lengths)), pad_to or 0), multiple, self.max_length)
@@ -80,12 +80,12 @@ class QAFeatures:
         packed_offset: int | None = None,
     ) -> dict[str, torch.Tensor]:
         """Pad the windows ``indices`` into a batch (to the longest one, or to ``pad_to``; rounded up to ``multiple``
-        but not beyond ``max_length``: ``spurious.core.training.padded_width``), with labels if present.
+        but not beyond ``max_length``: ``spurious.core.train.training.padded_width``), with labels if present.
 
-        ``packed_offset`` (not None for a model that runs packed attention: ``spurious.core.packing.position_offset``)
-        lays the windows end to end instead (``packing.pack``, positions counting from it); the ``[B, W]`` layout the
-        losses read is then ``max_length`` wide, one shape whatever the windows (``pad_to`` and ``multiple`` do not
-        apply: there is no padding to round).
+        ``packed_offset`` (not None for a model that runs packed attention:
+        ``spurious.core.train.packing.position_offset``) lays the windows end to end instead (``packing.pack``,
+        positions counting from it); the ``[B, W]`` layout the losses read is then ``max_length`` wide, one shape
+        whatever the windows (``pad_to`` and ``multiple`` do not apply: there is no padding to round).
 
         With left padding the label positions move right by the padding added, so they still point at the same token.
         Besides the model inputs, the batch holds boolean ``[B, W]`` masks for training objectives that treat token

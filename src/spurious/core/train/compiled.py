@@ -5,7 +5,7 @@ once per batch shape, ``(rows, width)``: with ``pad_to_multiple_of`` a run meets
 ``max_length / 64`` on CUDA), and each one is compiled and warmed before the first step. On CUDA each shape becomes a
 CUDA graph (``mode="reduce-overhead"``), replayed at every step of that shape, and the optimizer step (gradient
 clipping, fused AdamW with a learning rate held in a device tensor, zeroing the gradients) is captured as one more
-graph (``spurious.core.engine``). Batches of a shape met once (the short last batch of an epoch, a rare width) run
+graph (``spurious.core.train.engine``). Batches of a shape met once (the short last batch of an epoch, a rare width) run
 eagerly: a compilation cannot pay for itself in one pass. Dropout stays as configured (compiled dropout draws from
 the same generators, in its own way: a compiled run follows other random masks than an eager one, reproducibly).
 

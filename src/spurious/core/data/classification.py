@@ -31,8 +31,9 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from spurious.core import hub, readers
-from spurious.core.data import DataValidationError, resolve_mirror_path
+from spurious.core import readers
+from spurious.core.data import hub
+from spurious.core.data.squad import DataValidationError, resolve_mirror_path
 from spurious.core.errors import rebuild_advice
 from spurious.core.io import atomic_path
 
@@ -245,7 +246,7 @@ def load_hub(
 ) -> pd.DataFrame:
     """A split of a hub classification dataset at ``revision`` (network or cache needed), label names from its
     ClassLabel feature; what was loaded (the commit) in ``attrs["hub"]``
-    (:func:`spurious.core.hub.load_hub_dataset`)."""
+    (:func:`spurious.core.data.hub.load_hub_dataset`)."""
     ds, info = hub.load_hub_dataset(name, config_name, split, revision)
     if columns.get("label_names") is None:
         label = columns.get("label_column") or next((c for c in KNOWN_LABEL_COLUMNS if c in ds.features), "label")

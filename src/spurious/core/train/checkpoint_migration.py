@@ -1,7 +1,7 @@
 """Checkpoints of earlier versions, which held the learning-rate schedule as Accelerate's pickle
 (``custom_checkpoint_0.pkl``): read without running code and converted to the ``schedule.json`` record that
-:mod:`spurious.core.checkpoints` writes, so a run interrupted under such a version resumes; a checkpoint holding any
-other pickle is refused. Only development versions before the first release wrote such checkpoints (before the
+:mod:`spurious.core.train.checkpoints` writes, so a run interrupted under such a version resumes; a checkpoint holding
+any other pickle is refused. Only development versions before the first release wrote such checkpoints (before the
 ``schedule.json`` record came, commit a3a0981): this module goes with the first release, 0.1.0."""
 
 from __future__ import annotations

@@ -9,13 +9,14 @@ Mirrors the Hugging Face ``run_qa.py`` recipe that the paper used (App. B.1; the
 * Post-processing: the ``n_best`` highest start and end logits of every window, spans of at most
   ``max_answer_length`` tokens lying in the context, score = start + end logit, best over all windows of a question;
   an empty string when no valid span exists.
-* Training: the engine ``spurious.core.engine`` (Accelerate; AdamW + linear schedule, gradient clipping at 1.0 as the HF
+* Training: the engine ``spurious.core.train.engine`` (Accelerate; AdamW + linear schedule, gradient clipping at 1.0 as
+  the HF
   ``Trainer`` defaults; exact resumption after preemption, a data order that is a function of the seed, N processes with
   the configured global batch). The validation loss is evaluated every ``eval_every`` steps, early stopping counts
   evaluations without improvement, and the checkpoint with the lowest validation loss is the one saved.
 * Debiasing hooks of ``train_qa``: a training objective replacing the QA loss (LearnedMixin, confidence regularisation;
-  it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.core.logits``), a custom
-  checkpoint selection (the biased-minus-unbiased F1 gap for bias models, ``segment_gap_selection``), and
+  it reads per-feature bias/teacher logits that ``infer_feature_logits`` stores, ``spurious.core.train.logits``), a
+  custom checkpoint selection (the biased-minus-unbiased F1 gap for bias models, ``segment_gap_selection``), and
   validation-loss curves on extra (e.g. out-of-distribution) frames.
 
 The QA loss is computed here, not by the model: cross-entropy of start and end positions averaged, with padding
@@ -23,14 +24,14 @@ positions masked out. HF heads use the same formula but leave padding in the sof
 on how a batch happens to be padded; masking makes dynamic padding (much faster on CPU) exact.
 """
 
-from spurious.core.qa.features import (
+from spurious.core.train.qa.features import (
     QAFeatures,
     best_span,
     featurize,
     postprocess_predictions,
     training_features,
 )
-from spurious.core.qa.finetune import (
+from spurious.core.train.qa.finetune import (
     INIT_MODES,
     TRAINABLE,
     ObjectiveFactory,
@@ -39,7 +40,7 @@ from spurious.core.qa.finetune import (
     select_eval_subset,
     train_qa,
 )
-from spurious.core.qa.inference import (
+from spurious.core.train.qa.inference import (
     infer_feature_logits,
     predict_logits,
     predict_qa,
@@ -47,15 +48,15 @@ from spurious.core.qa.inference import (
     qa_loss,
     validation_loss,
 )
-from spurious.core.qa.settings import (
+from spurious.core.train.qa.settings import (
     DEFAULT_SETTINGS,
     EVAL_SUBSET_SEED,
     LogFn,
     resolve_settings,
 )
 
-# spurious.core.training names that callers reach through this module (the loop's state files, preemption, order)
-from spurious.core.training import (
+# spurious.core.train.training names that callers reach through this module (the loop's state files, preemption, order)
+from spurious.core.train.training import (
     TRAINING_STATE_FILE,
     TrainingPreempted,
     epoch_order,

@@ -232,7 +232,7 @@ def _attention_function(kernel: Kernel) -> AttentionFunction:
         if cu is None or width is None:
             raise RuntimeError(
                 "the model runs packed attention (attention: packed) but was called without cu_seq_lens: every batch "
-                "for it must be built with spurious.core.packing.pack and passed with packing.model_inputs"
+                "for it must be built with spurious.core.train.packing.pack and passed with packing.model_inputs"
             )
         if query.shape[0] != 1:
             raise RuntimeError(f"packed attention takes one packed row, got a batch of {query.shape[0]}")

@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from spurious.core.training import PreemptionGuard, TrainingPreempted
+from spurious.core.train.training import PreemptionGuard, TrainingPreempted
 
 
 def processes_setting(settings: Mapping[str, Any] | None) -> int:

@@ -1,15 +1,15 @@
 """Sequence classification: fine-tuning with per-example loss weights and resumable checkpoints, and prediction.
 
 Any ``AutoModelForSequenceClassification``-compatible checkpoint works (``embedded:all-MiniLM-L6-v2`` offline). The
-loop is the engine's (``spurious.core.engine``, on Accelerate): AdamW + linear schedule with warmup, gradient clipping,
-a data order that is a pure function of (seed, epoch), exact resumption from the newest checkpoint after preemption,
-CUDA + bf16 autocast when available, one process per GPU of the job (``processes``) with the same global batch.
-There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and the model of
-the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
+loop is the engine's (``spurious.core.train.engine``, on Accelerate): AdamW + linear schedule with warmup, gradient
+clipping, a data order that is a pure function of (seed, epoch), exact resumption from the newest checkpoint after
+preemption, CUDA + bf16 autocast when available, one process per GPU of the job (``processes``) with the same global
+batch. There is no early stopping: the paper trains a fixed number of epochs (Serrano et al. 2023, §4.2) and the model
+of the last step is saved, unless ``eval_every`` is set: then the accuracy on a dev frame is measured every
 ``eval_every`` optimizer steps (or at every epoch end) and after the last step, and the model of the best evaluation
 is saved (SpuriousBench, App. A: "evaluate the best checkpoint based on the dev set accuracy").
 
-Prompt-based fine-tuning (``prompt``, ``spurious.core.prompt``): the model is a masked LM, the texts are templated
+Prompt-based fine-tuning (``prompt``, ``spurious.core.train.prompt``): the model is a masked LM, the texts are templated
 around its mask token, and the logits are its word logits at the mask restricted to the label words; the saved model
 directory holds the masked LM and ``prompt.json``, which ``predict_classifier`` detects.
 
@@ -33,14 +33,9 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import compiled, packing, readers
-from spurious.core.checkpoints import TrainState
+from spurious.core import readers
 from spurious.core.config import result_settings
-from spurious.core.engine import device_for, run_summary, step_counts, world
-from spurious.core.engine import train as engine_train
 from spurious.core.errors import rebuild_advice
-from spurious.core.launch import launch, needs_launch, processes_setting
-from spurious.core.logits import ids_sha256
 from spurious.core.models import (
     from_pretrained,
     load_config,
@@ -49,7 +44,13 @@ from spurious.core.models import (
     quiet_transformers,
     resolve_model,
 )
-from spurious.core.prompt import (
+from spurious.core.train import compiled, packing
+from spurious.core.train.checkpoints import TrainState
+from spurious.core.train.engine import device_for, run_summary, step_counts, world
+from spurious.core.train.engine import train as engine_train
+from spurious.core.train.launch import launch, needs_launch, processes_setting
+from spurious.core.train.logits import ids_sha256
+from spurious.core.train.prompt import (
     PROMPT_FILE,
     PromptClassifier,
     PromptSpec,
@@ -58,9 +59,9 @@ from spurious.core.prompt import (
     load_masked_lm,
     read_prompt_file,
 )
-from spurious.core.settings import ResolvedSettings, fill_settings, task_defaults
-from spurious.core.tracking import TRACKER_FOLDER
-from spurious.core.training import (  # TrainingPreempted: what callers of train_classifier catch
+from spurious.core.train.settings import ResolvedSettings, fill_settings, task_defaults
+from spurious.core.train.tracking import TRACKER_FOLDER
+from spurious.core.train.training import (  # TrainingPreempted: what callers of train_classifier catch
     StopRequested,
     autocast,
     pad_multiple,
@@ -71,7 +72,7 @@ from spurious.core.training import (  # TrainingPreempted: what callers of train
     to_device,
     use_bf16,
 )
-from spurious.core.training import (
+from spurious.core.train.training import (
     TrainingPreempted as TrainingPreempted,
 )
 
@@ -141,7 +142,7 @@ class Encoded:
 
     def batch_width(self, lengths: np.ndarray, multiple: int = 1, packed: bool = False) -> int:
         """The sequence length of a collated batch of rows of ``lengths`` tokens (``collate``'s rule): its padded
-        width, or with ``packed`` the length of its packed row (``spurious.core.packing.row_length``)."""
+        width, or with ``packed`` the length of its packed row (``spurious.core.train.packing.row_length``)."""
         longest = int(np.max(lengths))
         if packed:
             return packing.row_length(lengths, self._packed_width(longest))
@@ -156,8 +157,9 @@ class Encoded:
     ) -> dict[str, torch.Tensor]:
         """Pad ``rows`` into a batch as wide as the longest, rounded up to ``multiple`` (``padded_width``).
 
-        ``packed_offset`` (not None for a model that runs packed attention: ``spurious.core.packing.position_offset``)
-        lays the rows end to end instead (``packing.pack``, positions counting from it)."""
+        ``packed_offset`` (not None for a model that runs packed attention:
+        ``spurious.core.train.packing.position_offset``) lays the rows end to end instead (``packing.pack``, positions
+        counting from it)."""
         longest = max(len(self.input_ids[r]) for r in rows)
         if packed_offset is not None:
             batch = self._padded(rows, self._packed_width(longest))
@@ -197,8 +199,8 @@ def encode(frame: pd.DataFrame, tokenizer: Any, max_length: int) -> Encoded:
 
 
 def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: PromptSpec | None) -> Encoded:
-    """``encode`` without a prompt; with one, the templated rows (``spurious.core.prompt.encode_prompts``: the mask is
-    kept in every row) and their mask positions."""
+    """``encode`` without a prompt; with one, the templated rows (``spurious.core.train.prompt.encode_prompts``: the
+    mask is kept in every row) and their mask positions."""
     if prompt is None:
         return encode(frame, tokenizer, max_length)
     enc = encode_prompts(frame, tokenizer, prompt, max_length)
@@ -219,7 +221,7 @@ def encode_for(frame: pd.DataFrame, tokenizer: Any, max_length: int, prompt: Pro
 def _batch_logits(model: torch.nn.Module, batch: Mapping[str, torch.Tensor]) -> torch.Tensor:
     """The model's logits ``[B, n_labels]`` on a collated batch on its device: padded rows, the attention mask made
     by ``model_attention_mask`` (a ``PromptClassifier`` makes its masked LM's itself), or rows packed end to end
-    (``spurious.core.packing``), where a classification head reads each row's first token and a prompt classifier
+    (``spurious.core.train.packing``), where a classification head reads each row's first token and a prompt classifier
     its mask position."""
     if packing.is_packed(batch):
         if isinstance(model, PromptClassifier):
@@ -247,7 +249,7 @@ def class_probabilities(
 
     The caller puts the model in eval mode. ``should_stop`` is polled before every batch: when it answers True the
     computation is abandoned with ``StopRequested`` (a preempted training run redoes the evaluation on resuming).
-    ``compile``: the setting (``spurious.core.compiled.batched``), for ``repeats`` passes over ``data``."""
+    ``compile``: the setting (``spurious.core.train.compiled.batched``), for ``repeats`` passes over ``data``."""
     order = np.argsort(data.lengths, kind="stable")  # similar lengths per batch: little padding
     batches = [order[lo : lo + batch_size] for lo in range(0, len(order), batch_size)]
     offset = packing.position_offset(model)
@@ -448,9 +450,9 @@ def train_classifier(
     preempted and resumed run saves the same model. The summary records ``eval_history`` ([{step, accuracy}]),
     ``best_step``, ``best_eval_accuracy`` and ``saved_step`` (= ``best_step``).
 
-    ``prompt``: prompt-based fine-tuning of a masked LM (``spurious.core.prompt``); the checkpoint must hold a masked-LM
-    head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words and
-    their ids, label names)."""
+    ``prompt``: prompt-based fine-tuning of a masked LM (``spurious.core.train.prompt``); the checkpoint must hold a
+    masked-LM head unless ``init`` is ``"scratch"``, and the model directory gets ``prompt.json`` (template, label words
+    and their ids, label names)."""
     arguments = dict(locals())  # this call's arguments, before anything else is defined: for the N-process relaunch
     s = resolve_settings(settings)
     if needs_launch(s):  # N processes (the job's GPUs): each runs this function with its share of every batch
@@ -653,7 +655,7 @@ class TrainedClassifier:
     device: torch.device
     bf16: bool
     pad_to_multiple_of: int | str = "auto"
-    compile: str = "off"  # the setting (spurious.core.compiled), for each call of ``probabilities``
+    compile: str = "off"  # the setting (spurious.core.train.compiled), for each call of ``probabilities``
 
     def probabilities(self, frame: pd.DataFrame, batch_size: int = 128) -> tuple[np.ndarray, Encoded]:
         """The softmax over the labels for every row of ``frame`` and the encoded rows."""
@@ -677,7 +679,8 @@ def load_trained_classifier(
 ) -> TrainedClassifier:
     """Load a model folder written by ``train_classifier`` (or any sequence-classification checkpoint); a folder with
     ``prompt.json`` is a masked LM read through its prompt. ``max_length``: the training's unless given.
-    ``attention: packed``: rows end to end (``spurious.core.packing``; the same probabilities up to float rounding)."""
+    ``attention: packed``: rows end to end (``spurious.core.train.packing``; the same probabilities up to float
+    rounding)."""
     resolved = resolve_model(model_dir)
     prompt_meta = read_prompt_file(resolved)
     prompt: PromptSpec | None = None

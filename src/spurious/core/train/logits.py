@@ -3,8 +3,9 @@
 LearnedMixin and Confidence Regularization need, for every *training window* of the main model, the logits of another
 model (the bias model, the teacher) on that very window (as the authors' code infers them: MIR-MU/isbiased). Running
 those models live in every training step would double its cost, so they are inferred once
-(``spurious.core.qa.infer_feature_logits``) and stored aligned to the training features: row ``i`` of the store belongs
-to feature ``i`` of ``featurize``'s output order (``spurious.core.qa.training_features``), which is also the
+(``spurious.core.train.qa.infer_feature_logits``) and stored aligned to the training features: row ``i`` of the store
+belongs to feature ``i`` of ``featurize``'s output order (``spurious.core.train.qa.training_features``), which is also
+the
 ``feature_index`` a training objective receives.
 
 Layout: one float32 ``.npy`` of shape ``[N, 2, L]`` (``L`` = ``max_length``; ``[:, 0]`` start, ``[:, 1]`` end logits;
@@ -38,8 +39,9 @@ FORMAT_VERSION = 1
 
 
 class FeatureWindows(Protocol):
-    """What a fingerprint reads of a feature set: ``spurious.core.qa.QAFeatures`` is one. A protocol rather than that
-    class, because ``core.qa`` stores and reads logits through this module and must not be imported back by it."""
+    """What a fingerprint reads of a feature set: ``spurious.core.train.qa.QAFeatures`` is one. A protocol rather than
+    that class, because ``core.train.qa`` stores and reads logits through this module and must not be imported back by
+    it."""
 
     input_ids: list[np.ndarray]
     example_index: np.ndarray
@@ -145,7 +147,7 @@ def read_sidecar(path: str | os.PathLike) -> dict[str, Any]:
     if not sidecar.is_file():
         raise ValueError(
             f"{path}: no sidecar {sidecar.name} (the store is incomplete or was not written by write_feature_logits); "
-            "regenerate the logits with spurious.core.qa.infer_feature_logits"
+            "regenerate the logits with spurious.core.train.qa.infer_feature_logits"
         )
     return readers.read_json(sidecar, fix=rebuild_advice(path))
 
@@ -164,15 +166,15 @@ def load_feature_logits(path: str | os.PathLike, expected_fingerprint: Mapping[s
     describes; a mismatch raises ValueError naming the file, every differing key and the fix."""
     path = Path(path)
     if not path.is_file():
-        raise ValueError(f"{path}: no logits store; create it with spurious.core.qa.infer_feature_logits")
+        raise ValueError(f"{path}: no logits store; create it with spurious.core.train.qa.infer_feature_logits")
     meta = read_sidecar(path)
     diff = fingerprint_differences(expected_fingerprint, meta.get("fingerprint", {}))
     if diff:
         lines = "; ".join(f"{k}: expected {e!r}, found {f!r}" for k, (e, f) in diff.items())
         raise ValueError(
             f"{path} holds logits of other features than the consuming run's ({lines}); regenerate the logits with "
-            "the consumer's tokenizer/max_length/stride and training data (spurious.core.qa.infer_feature_logits with "
-            "tokenizer_from = the main model and the main run's settings)"
+            "the consumer's tokenizer/max_length/stride and training data (spurious.core.train.qa.infer_feature_logits "
+            "with tokenizer_from = the main model and the main run's settings)"
         )
     store = readers.read_npy(path, mmap_mode="r")
     expected_shape = (int(expected_fingerprint["n_features"]), 2, int(expected_fingerprint["max_length"]))

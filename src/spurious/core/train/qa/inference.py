@@ -13,9 +13,8 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import compiled, packing, readers, registry
+from spurious.core import readers, registry
 from spurious.core.errors import rebuild_advice
-from spurious.core.logits import features_fingerprint, write_feature_logits
 from spurious.core.models import (
     from_pretrained,
     load_qa_model,
@@ -23,18 +22,20 @@ from spurious.core.models import (
     model_attention_mask,
     resolve_model,
 )
-from spurious.core.qa.features import (
+from spurious.core.train import compiled, packing
+from spurious.core.train.logits import features_fingerprint, write_feature_logits
+from spurious.core.train.qa.features import (
     QAFeatures,
     featurize,
     postprocess_predictions,
     training_features,
 )
-from spurious.core.qa.settings import (
+from spurious.core.train.qa.settings import (
     LogFn,
     logger,
     resolve_settings,
 )
-from spurious.core.training import (
+from spurious.core.train.training import (
     TRAINING_STATE_FILE,
     StopRequested,
     autocast,
@@ -70,8 +71,8 @@ def _model_outputs(model: Any, batch: Mapping[str, torch.Tensor], *, hidden: boo
     it, so that no model code waits for the device.
 
     Hidden states are requested only when needed: returning all layers costs memory on long windows. A packed batch
-    (``spurious.core.packing``) runs as one row and comes back in the batch's ``[B, W]`` layout, the logits ``-inf``
-    and the hidden states 0 outside the windows.
+    (``spurious.core.train.packing``) runs as one row and comes back in the batch's ``[B, W]`` layout, the logits
+    ``-inf`` and the hidden states 0 outside the windows.
     """
     packed = packing.is_packed(batch)
     if packed:
@@ -119,7 +120,7 @@ def validation_loss(
 
     ``should_stop`` is polled between batches so a preemption signal does not wait for a long evaluation; the
     evaluation is then abandoned (``StopRequested``) and redone after resumption. ``compile``: the setting
-    (``spurious.core.compiled.batched``), for ``repeats`` evaluations of these features.
+    (``spurious.core.train.compiled.batched``), for ``repeats`` evaluations of these features.
     """
     if features.start_positions is None:
         raise ValueError("validation_loss needs labelled features (featurize(..., labels=True))")
@@ -168,7 +169,7 @@ def predict_logits(
 ) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """Start/end logits of every window (unpadded, float32), batched by length for speed, each batch's width rounded
     up to ``multiple`` (``pad_to_multiple_of``), or packed when the model runs packed attention; ``compile``: the
-    setting (``spurious.core.compiled.batched``)."""
+    setting (``spurious.core.train.compiled.batched``)."""
     device = _model_device(model)
     was_training = model.training
     model.eval()
@@ -228,8 +229,8 @@ def predict_qa(
     """Answer every question of ``qa_frame`` with the model in ``model_dir``: ``{id: prediction text}``.
 
     Uses the same featurisation settings as training (``max_length``, ``stride``), ``eval_batch_size``, ``device``,
-    ``bf16`` and ``attention`` (``packed``: windows end to end, ``spurious.core.packing``; the same answers up to float
-    rounding) from ``settings``; other keys are ignored, so the training settings can be passed as they are.
+    ``bf16`` and ``attention`` (``packed``: windows end to end, ``spurious.core.train.packing``; the same answers up to
+    float rounding) from ``settings``; other keys are ignored, so the training settings can be passed as they are.
     """
     s = resolve_settings(settings)
     if s["threads"]:
@@ -299,7 +300,8 @@ def infer_feature_logits(
     log: LogFn | None = None,
 ) -> dict[str, Any]:
     """Infer the start/end logits of the model in ``model_dir`` (bias model, teacher) on every training window of
-    ``frame`` and store them aligned to those windows (``spurious.core.logits``); returns the features' fingerprint.
+    ``frame`` and store them aligned to those windows (``spurious.core.train.logits``); returns the features'
+    fingerprint.
 
     The windows are made exactly as ``train_qa`` makes them (``training_features`` with the tokenizer of
     ``tokenizer_from``, the main model, and the main run's ``max_length``/``stride``), so row ``i`` of the store is the

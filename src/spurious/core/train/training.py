@@ -1,5 +1,5 @@
-"""Training pieces shared by the engine (``spurious.core.engine``) and by inference: devices and bf16, seeding and RNG
-states, the weight-decay groups, the data order as a pure function of (seed, epoch), preemption signals, checkpoint
+"""Training pieces shared by the engine (``spurious.core.train.engine``) and by inference: devices and bf16, seeding and
+RNG states, the weight-decay groups, the data order as a pure function of (seed, epoch), preemption signals, checkpoint
 discovery and the atomic saving of a trained model folder.
 """
 

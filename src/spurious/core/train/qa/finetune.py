@@ -1,4 +1,4 @@
-"""QA fine-tuning on the engine (spurious.core.engine): the QA loss and objectives, validation, selection, early
+"""QA fine-tuning on the engine (spurious.core.train.engine): the QA loss and objectives, validation, selection, early
 stopping."""
 
 from __future__ import annotations
@@ -17,34 +17,35 @@ import numpy as np
 import pandas as pd
 import torch
 
-from spurious.core import compiled, packing, registry
-from spurious.core.checkpoints import TrainState
+from spurious.core import registry
 from spurious.core.config import result_settings
-from spurious.core.data import sample_questions
-from spurious.core.engine import device_for, run_summary, step_counts, world
-from spurious.core.engine import train as engine_train
-from spurious.core.launch import launch, needs_launch, processes_setting
-from spurious.core.logits import ids_sha256
+from spurious.core.data.squad import sample_questions
 from spurious.core.models import load_qa_model, load_tokenizer
-from spurious.core.qa.features import (
+from spurious.core.train import compiled, packing
+from spurious.core.train.checkpoints import TrainState
+from spurious.core.train.engine import device_for, run_summary, step_counts, world
+from spurious.core.train.engine import train as engine_train
+from spurious.core.train.launch import launch, needs_launch, processes_setting
+from spurious.core.train.logits import ids_sha256
+from spurious.core.train.qa.features import (
     QAFeatures,
     featurize,
     training_features,
 )
-from spurious.core.qa.inference import (
+from spurious.core.train.qa.inference import (
     _model_outputs,
     _plain_loss,
     predict_with_model,
     validation_loss,
 )
-from spurious.core.qa.settings import (
+from spurious.core.train.qa.settings import (
     EVAL_SUBSET_SEED,
     LogFn,
     logger,
     resolve_settings,
 )
-from spurious.core.tracking import TRACKER_FOLDER
-from spurious.core.training import (
+from spurious.core.train.tracking import TRACKER_FOLDER
+from spurious.core.train.training import (
     pad_multiple,
     rng_states,
     save_model_dir,
@@ -304,8 +305,8 @@ def train_qa(
       is called once; the module's ``needs_hidden_states`` asks for the last hidden state ``[B, W, H]``; its
       ``batch_inputs(feature_index, batch) -> {name: tensor}`` runs on the host for each micro-batch before it moves
       to the device (``feature_index``: the rows of ``train_features`` in the micro-batch, the index of per-feature
-      logits, ``spurious.core.logits``; ``batch``: the host tensors of ``QAFeatures.collate``, model inputs, labels
-      and the ``context_mask``/``question_mask``/``cls_mask``), and what it returns joins ``batch``. ``forward``
+      logits, ``spurious.core.train.logits``; ``batch``: the host tensors of ``QAFeatures.collate``, model inputs,
+      labels and the ``context_mask``/``question_mask``/``cls_mask``), and what it returns joins ``batch``. ``forward``
       must not read values on the host (checks belong in ``batch_inputs``): a step then never waits for the GPU,
       and a compiled run (the ``compile`` setting) compiles it with the model. Its parameters are trained with the
       model (same weight decay rules, same gradient clipping), its state is checkpointed, and its logged values go to

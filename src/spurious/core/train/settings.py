@@ -1,9 +1,9 @@
 """Training settings: the defaults QA and classification share, in one table, and the resolved settings that every
 training and prediction function reads.
 
-A task (``core.qa.settings``, ``core.classifier``) lists its keys in the order its ``training.json`` records them and
-gives its own values for the keys it does not share (:func:`task_defaults`). Its ``resolve_settings`` fills in the
-defaults and validates once; the result is a :class:`ResolvedSettings`: a dict that cannot change, which the
+A task (``core.train.qa.settings``, ``core.train.classifier``) lists its keys in the order its ``training.json`` records
+them and gives its own values for the keys it does not share (:func:`task_defaults`). Its ``resolve_settings`` fills in
+the defaults and validates once; the result is a :class:`ResolvedSettings`: a dict that cannot change, which the
 training loop, the featurisation and prediction read as they are given (resolving resolved settings of the same task
 returns them unchanged). Importing this module imports nothing heavy.
 """
@@ -25,16 +25,16 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "weight_decay": 0.0,
     "max_grad_norm": 1.0,
     # batch widths rounded up to this multiple (an execution setting): auto = 64 on CUDA, exact widths on CPU
-    # (spurious.core.training.PAD_MULTIPLE_BY_DEVICE)
+    # (spurious.core.train.training.PAD_MULTIPLE_BY_DEVICE)
     "pad_to_multiple_of": "auto",
     # padded, or packed: windows or examples end to end without padding, attention by varlen_attn on CUDA
-    # (spurious.core.packing)
+    # (spurious.core.train.packing)
     "attention": "padded",
     # training steps and prediction batches through torch.compile (an execution setting): off, on, or auto = on for
-    # CUDA runs long enough to repay the compilation (spurious.core.compiled). off until a GPU run has measured
+    # CUDA runs long enough to repay the compilation (spurious.core.train.compiled). off until a GPU run has measured
     # compiled training (its losses against eager ones, its speed): auto and on are unmeasured (docs/gpu.md)
     "compile": "off",
-    # none, or a tracker the run is logged to, offline (an execution setting; spurious.core.tracking)
+    # none, or a tracker the run is logged to, offline (an execution setting; spurious.core.train.tracking)
     "tracker": "none",
     "group_by_length": False,
     "checkpoint_every": 200,
@@ -44,7 +44,7 @@ SHARED_DEFAULTS: dict[str, Any] = {
     "bf16": "auto",
     "threads": None,
     "log_every": 50,
-    # training processes (DDP, spurious.core.engine): the rules set it to the job's GPU count; the global batch
+    # training processes (DDP, spurious.core.train.engine): the rules set it to the job's GPU count; the global batch
     # (batch_size x gradient_accumulation_steps) stays the same whatever it is
     "processes": 1,
 }
