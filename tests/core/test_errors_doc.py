@@ -140,7 +140,7 @@ CASES: tuple[Case, ...] = (
     Case("workflow-parquet-truncated", "a parquet a workflow job reads (e.g. `results/data/…/*.parquet`)",
          "the file is a readable parquet (the job fails with this line, no traceback; following the advice rebuilds "
          "it: tests/lexical/test_lexical_workflow.py)",
-         job="from spurious.core import classification\nclassification.read_parquet('truncated.parquet')"),
+         job="from spurious.core.data import classification\nclassification.read_parquet('truncated.parquet')"),
     # every output path, before any work: a folder where a file goes, a path under a file, a file where a folder goes
     Case("annotate-out-folder", "`annotate OUT.parquet`", OUTPUT_CHECK, ("annotate", "dev.json", "bilstm")),
     Case("evaluate-per-example-under-file", "`evaluate --per-example`", OUTPUT_CHECK,

@@ -143,8 +143,8 @@ def test_fixture_datasets_load_through_the_hub_loaders_with_the_hub_names(tmp_pa
     ]
     hub_fixtures.write_hub_dataset("facebook/anli", "plain_text", anli, dict.fromkeys(anli["splits"], pairs), cache)
     code = (
-        "from spurious.core import data, classification as c\n"
-        "q = data.load_hub('rajpurkar/squad', None, 'validation')\n"
+        "from spurious.core.data import squad, classification as c\n"
+        "q = squad.load_hub('rajpurkar/squad', None, 'validation')\n"
         "a = c.load_hub('facebook/anli', None, 'test_r3', id_column='uid')\n"
         "print(list(q['id']), q.iloc[0]['answers']['text'][0], a.attrs['label_names'], "
         "list(a['id']), list(a['label']))\n"
