@@ -109,8 +109,11 @@ CONTRACT_NAMES = {
     "spurious.core.metrics": "normalize_answer exact_match f1_score score_predictions evaluate",
     "spurious.core.resources": "load_spacy english_stopwords",
     "spurious.core.models": "resolve_model load_tokenizer load_qa_model load_config model_attention_mask",
+    "spurious.core.train.settings": (
+        "SHARED_DEFAULTS SHARED_KINDS NUMBER WHOLE FLAG NULL one_of task_defaults task_kinds ResolvedSettings"
+    ),
     "spurious.core.train.qa": (
-        "DEFAULT_SETTINGS resolve_settings train_qa predict_qa training_features infer_feature_logits qa_loss "
+        "DEFAULT_SETTINGS KINDS resolve_settings train_qa predict_qa training_features infer_feature_logits qa_loss "
         "segment_gap_selection INIT_MODES"
     ),
     "spurious.core.train.logits": (

@@ -1,4 +1,5 @@
-"""Training settings: one table of the defaults QA and classification share, resolved once into read-only settings."""
+"""Training settings: one table of the defaults QA and classification share, resolved once into typed, read-only
+settings."""
 
 from __future__ import annotations
 
@@ -7,10 +8,11 @@ import json
 import pickle
 
 import pytest
+import yaml
 
 from spurious.core.train import classifier
 from spurious.core.train.qa import settings as qa_settings
-from spurious.core.train.settings import SHARED_DEFAULTS, ResolvedSettings, task_defaults
+from spurious.core.train.settings import SHARED_DEFAULTS, SHARED_KINDS, ResolvedSettings, check_kinds, task_defaults
 
 
 def test_both_tasks_take_every_shared_default_from_the_one_table() -> None:
@@ -49,3 +51,49 @@ def test_resolved_settings_are_read_only_and_resolved_once(resolve, task) -> Non
     assert json.loads(json.dumps(resolved)) == dict(resolved)
     unpickled = pickle.loads(pickle.dumps(resolved))
     assert unpickled == resolved and unpickled.task == task and copy.deepcopy(resolved) is resolved
+
+
+@pytest.mark.parametrize("task", [qa_settings, classifier])
+def test_every_default_is_of_its_kind_and_a_value_of_another_kind_is_refused_by_name(task) -> None:
+    assert list(task.KINDS) == list(task.DEFAULT_SETTINGS)
+    check_kinds(task.DEFAULT_SETTINGS, task.KINDS, "defaults")  # raises if a default is not of its kind
+    resolved = task.resolve_settings({"batch_size": 4, "bf16": False, "max_grad_norm": None})
+    assert (resolved.batch_size, resolved.bf16, resolved.max_grad_norm) == (4, False, None)
+    with pytest.raises(AttributeError, match="no 'batch'"):
+        _ = resolved.batch
+    # each is a value the config schema refuses too: a quoted number, a fraction of a step, a word for a flag
+    for bad, message in [({"batch_size": "4"}, r"batch_size must be a whole number, got '4'"),
+                         ({"seed": 1.5}, r"seed must be a whole number, got 1\.5"),
+                         ({"bf16": "yes"}, r"bf16 must be 'auto' or true or false, got 'yes'"),
+                         ({"group_by_length": 1}, r"group_by_length must be true or false, got 1"),
+                         ({"learning_rate": True}, r"learning_rate must be a number, got True")]:
+        with pytest.raises(ValueError, match=message):
+            task.resolve_settings(bad)
+
+
+# Values that probe a kind: whole and fractional numbers, flags, null, words. A kind and the schema's declaration of the
+# same key (its range keywords left out: ranges are the schema's alone) must accept exactly the same ones.
+_PROBES = (0, 3, 1.5, True, False, None, "auto", "epoch", "padded", "packed", "on", "off", "none", "tensorboard",
+           "cpu", "cuda", "x", "4")
+
+
+@pytest.mark.parametrize(("task", "definition"), [(qa_settings, "training"), (classifier, "classification_training")])
+def test_the_kinds_are_the_types_the_config_schema_declares(task, definition) -> None:
+    jsonschema = pytest.importorskip("jsonschema")
+    from spurious.workflow.config import SCHEMA_PATH
+
+    declared = yaml.safe_load(SCHEMA_PATH.read_text())["$defs"][definition]["properties"]
+    ranges = {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum"}
+
+    def without_ranges(node):
+        if isinstance(node, dict):
+            return {k: without_ranges(v) for k, v in node.items() if k not in ranges}
+        return [without_ranges(v) for v in node] if isinstance(node, list) else node
+
+    compared = [key for key in task.KINDS if key in declared]
+    assert len(compared) >= len(SHARED_KINDS)  # every shared setting is in the schema
+    for key in compared:
+        schema = without_ranges(declared[key])
+        by_schema = [v for v in _PROBES if jsonschema.Draft202012Validator(schema).is_valid(v)]
+        by_kind = [v for v in _PROBES if any(kind.test(v) for kind in task.KINDS[key])]
+        assert by_kind == by_schema, key

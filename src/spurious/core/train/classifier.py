@@ -59,7 +59,15 @@ from spurious.core.train.prompt import (
     load_masked_lm,
     read_prompt_file,
 )
-from spurious.core.train.settings import ResolvedSettings, fill_settings, task_defaults
+from spurious.core.train.settings import (
+    NULL,
+    WHOLE,
+    ResolvedSettings,
+    fill_settings,
+    one_of,
+    task_defaults,
+    task_kinds,
+)
 from spurious.core.train.tracking import TRACKER_FOLDER
 from spurious.core.train.training import (  # TrainingPreempted: what callers of train_classifier catch
     StopRequested,
@@ -79,12 +87,13 @@ from spurious.core.train.training import (
 logger = logging.getLogger(__name__)
 LogFn = Callable[[str], None]
 
+# the order training.json records them in
+_ORDER = ("learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
+          "weight_decay", "max_grad_norm", "max_length", "group_by_length", "checkpoint_every", "seed", "device",
+          "bf16", "threads", "log_every", "eval_batch_size", "pad_to_multiple_of", "attention", "compile", "tracker",
+          "eval_every", "processes")
 DEFAULT_SETTINGS: dict[str, Any] = task_defaults(
-    # the order training.json records them in
-    ("learning_rate", "batch_size", "gradient_accumulation_steps", "epochs", "max_steps", "warmup_ratio",
-     "weight_decay", "max_grad_norm", "max_length", "group_by_length", "checkpoint_every", "seed", "device", "bf16",
-     "threads", "log_every", "eval_batch_size", "pad_to_multiple_of", "attention", "compile", "tracker", "eval_every",
-     "processes"),
+    _ORDER,
     {
         "batch_size": 32,
         "max_length": 128,
@@ -95,6 +104,15 @@ DEFAULT_SETTINGS: dict[str, Any] = task_defaults(
 )
 _NULLABLE = frozenset({"max_steps", "threads", "max_grad_norm", "eval_every"})
 EVAL_EVERY_EPOCH = "epoch"
+KINDS = task_kinds(
+    _ORDER,
+    {
+        "batch_size": (WHOLE,),
+        "max_length": (WHOLE,),
+        "eval_batch_size": (WHOLE,),
+        "eval_every": (WHOLE, NULL, one_of(EVAL_EVERY_EPOCH)),
+    },
+)
 INIT_MODES = ("pretrained", "scratch")
 # "bitfit" (Ben-Zaken et al. 2022; SpuriousBench App. A): only the bias terms and the new classification head train
 TRAINABLE = ("all", "bitfit")
@@ -117,7 +135,7 @@ def resolve_settings(settings: Mapping[str, Any] | None) -> ResolvedSettings:
             f"{EVAL_EVERY_EPOCH!r}, got {every!r}"
         )
     s["compile"] = compiled.check_setting(s["compile"])
-    return ResolvedSettings(s, "classification")
+    return ResolvedSettings(s, "classification", KINDS)
 
 
 @dataclass

@@ -51,6 +51,7 @@ from spurious.core.train.qa.inference import (
 from spurious.core.train.qa.settings import (
     DEFAULT_SETTINGS,
     EVAL_SUBSET_SEED,
+    KINDS,
     LogFn,
     resolve_settings,
 )
@@ -75,6 +76,7 @@ __all__ = [
     "DEFAULT_SETTINGS",
     "EVAL_SUBSET_SEED",
     "INIT_MODES",
+    "KINDS",
     "LogFn",
     "ObjectiveFactory",
     "QAFeatures",
