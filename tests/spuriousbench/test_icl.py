@@ -91,6 +91,17 @@ def test_templates_render_demonstrations_and_queries():
     assert custom.separator == "\n\n" and custom.label_words == ("no", "yes")
 
 
+class _EveryPosition(torch.nn.Module):
+    """A causal LM without ``logits_to_keep``: its logits cover every position."""
+
+    def __init__(self, lm: torch.nn.Module) -> None:
+        super().__init__()
+        self.lm, self.config = lm, lm.config
+
+    def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> object:
+        return self.lm(input_ids=input_ids, attention_mask=attention_mask)
+
+
 def test_scores_are_the_lms_log_probabilities_of_the_label_words(tiny_lm):
     model, tok = icl.load_causal_lm(tiny_lm)
     train, queries = split(40), split(6, seed=1)
@@ -114,6 +125,9 @@ def test_scores_are_the_lms_log_probabilities_of_the_label_words(tiny_lm):
     expected = np.exp(np.array(scores) - max(scores))
     np.testing.assert_allclose(out["probabilities"][0], expected / expected.sum(), rtol=1e-4)
     assert out["prediction"][0] == int(np.argmax(scores))
+    # a causal LM whose forward cannot keep only some positions' logits is scored over every position, alike
+    full, _ = icl.predict_icl(_EveryPosition(model), tok, demos, queries, t, batch_size=3, device="cpu", bf16=False)
+    np.testing.assert_allclose(np.stack(full["probabilities"]), np.stack(out["probabilities"]), rtol=1e-5)
     # the same predictions whatever the batch size (padding on the right does not reach the scored positions)
     again, _ = icl.predict_icl(model, tok, demos, queries, t, batch_size=1, device="cpu", bf16=False)
     np.testing.assert_allclose(np.stack(again["probabilities"]), np.stack(out["probabilities"]), rtol=1e-4)

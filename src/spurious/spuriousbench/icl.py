@@ -21,6 +21,7 @@ dropped, counted in ``n_truncated_demos``).
 
 from __future__ import annotations
 
+import inspect
 import logging
 import math
 import os
@@ -220,6 +221,7 @@ def predict_icl(
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
     t0 = time.perf_counter()
     order = np.argsort([len(s) for s in sequences], kind="stable")  # similar lengths per batch: less padding
+    keeps_logits = "logits_to_keep" in inspect.signature(model.forward).parameters
     step = max(1, batch_size)
     for start in range(0, len(order), step):
         rows = order[start : start + step]
@@ -230,12 +232,19 @@ def predict_icl(
         for j, r in enumerate(rows):
             ids[j, : len(sequences[r])] = torch.tensor(sequences[r])
             mask[j, : len(sequences[r])] = 1
-        logprobs = torch.log_softmax(model(input_ids=ids.to(dev), attention_mask=mask.to(dev)).logits.float(), dim=-1)
+        # only the positions that predict a label word's tokens go through the LM head and the softmax over the
+        # vocabulary ([B, T, V] for every position would be most of the work and memory): lengths are sorted, so the
+        # rows' scored positions lie in one narrow window
+        first = min(len(sequences[r]) - len(word_ids[owners[r][1]]) - 1 for r in rows) if keeps_logits else 0
+        last = max(len(sequences[r]) for r in rows) - 1 if keeps_logits else width
+        window = {"logits_to_keep": torch.arange(first, last, device=dev)} if keeps_logits else {}
+        logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), **window).logits
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
         for j, r in enumerate(rows):
             q, k = owners[r]
             n = len(word_ids[k])
             end = len(sequences[r])
-            positions = torch.arange(end - n - 1, end - 1, device=logprobs.device)
+            positions = torch.arange(end - n - 1 - first, end - 1 - first, device=logprobs.device)
             targets = torch.tensor(word_ids[k], device=logprobs.device)
             scores[q, k] = float(logprobs[j, positions, targets].sum())
         if (start // step) % 50 == 0:
