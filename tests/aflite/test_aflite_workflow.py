@@ -17,7 +17,13 @@ from spurious.core.data import classification
 from spurious.core.train import classifier
 from tests.aflite.test_aflite_ood import write_hans
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
+from tests.core.test_workflow import (
+    _resources_by_rule,
+    assert_no_gpu_without_the_profile,
+    job_counts,
+    snakemake,
+    tiny_encoder,
+)
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 
@@ -149,6 +155,7 @@ def test_tiny_synthetic_run_writes_table7_and_figure2(tmp_path):
 
 
 def _tiny_text_config(tmp):
+    encoder = str(tiny_encoder(tmp))
     data = tmp / "qnli_tiny.parquet"
     pq.write_table(pq.read_table(QNLI_DEV).slice(0, 360), data)  # the hub export's layout and label metadata
     training = {"batch_size": 8, "max_steps": 3, "max_length": 48, "learning_rate": 1e-4, "checkpoint_every": 2,
@@ -192,10 +199,11 @@ def _tiny_text_config(tmp):
                              # scored instance go, so n decides
                              "filters": {"sized": {"n": 150, "tau": 0.0}}},
                 },
-                "representation": {"max_length": 48, "device": "cpu",
+                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                "representation": {"checkpoint": encoder, "max_length": 48, "device": "cpu",
                                    "warmup": {"fraction": 0.1, "training": training}},
-                "models": {"minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "paper_name": "RoBERTa",
-                                      "train_sets": ["full", "aflite"], "training": training}},
+                "models": {"tinybert": {"checkpoint": encoder, "paper_name": "RoBERTa",
+                                        "train_sets": ["full", "aflite"], "training": training}},
                 "ood": {
                     "hans": {"dataset": "hans", "splits": {"validation": None}, "models_from": "qnli",
                              "models_filter": "sized", "prediction_map": {"not_entailment": "non-entailment"},
@@ -229,8 +237,9 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
     warmup = classification.read_parquet(res / "aflite/text/qnli/data/warmup.parquet")
     # the warm-up fraction is discarded: D is the rest of train, and nothing downstream sees a warm-up example
     assert len(pool) + len(warmup) == len(train) == 270 and set(pool["id"]).isdisjoint(warmup["id"])
-    assert np.load(res / "aflite/text/qnli/embeddings/pool.npy").shape == (len(pool), 384)
-    assert np.load(res / "aflite/text/qnli/embeddings/dev.npy").shape == (len(dev), 384)
+    hidden = json.loads((tiny_text_run / "tiny_encoder" / "config.json").read_text())["hidden_size"]  # [CLS]
+    assert np.load(res / "aflite/text/qnli/embeddings/pool.npy").shape == (len(pool), hidden)
+    assert np.load(res / "aflite/text/qnli/embeddings/dev.npy").shape == (len(dev), hidden)
 
     instances = pd.read_parquet(res / "aflite/text/qnli/filter/instances.parquet")
     iterations = pd.read_csv(res / "aflite/text/qnli/filter/iterations.csv")
@@ -258,7 +267,7 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
     assert summary["n_pool_kept"] == 150 and summary["n_dev"] == 0 and summary["settings"]["n"] == 150
     assert summary["settings"]["t"] == 60 and summary["settings"]["tau"] == 0.0  # the dataset's filter, keys over it
     package, _ = aflite_text.filter_pool_and_dev(
-        np.load(res / "aflite/text/qnli/embeddings/pool.npy"), pool["label"].to_numpy(), np.zeros((0, 384)),
+        np.load(res / "aflite/text/qnli/embeddings/pool.npy"), pool["label"].to_numpy(), np.zeros((0, hidden)),
         np.zeros(0), settings=summary["settings"], device="cpu", log_fn=lambda _: None,
     )
     assert package["removed_at"].tolist() == sized["removed_at"].tolist()
@@ -271,17 +280,17 @@ def test_tiny_text_run_outputs_agree_with_the_package(tiny_text_run):
     dev_kept = classification.read_parquet(res / "aflite/text/qnli/data/dev_filtered.parquet")
     assert len(kept) == ((instances["part"] == "pool") & (instances["removed_at"] < 0)).sum()
     assert len(dev_kept) == ((instances["part"] == "dev") & (instances["removed_at"] < 0)).sum() < len(dev)
-    metrics = json.loads((res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.metrics.json").read_text())
-    preds = pd.read_parquet(res / "aflite/text/qnli/predictions/minilm/aflite/partial/seed0.parquet")
+    metrics = json.loads((res / "aflite/text/qnli/predictions/tinybert/aflite/partial/seed0.metrics.json").read_text())
+    preds = pd.read_parquet(res / "aflite/text/qnli/predictions/tinybert/aflite/partial/seed0.parquet")
     on_kept = preds["id"].isin(set(dev_kept["id"]))
     assert metrics["n_train"] == len(kept) and metrics["n_dev_filtered"] == len(dev_kept)
     assert metrics["accuracy_filtered"] == pytest.approx(preds.loc[on_kept, "correct"].mean())
     assert metrics["accuracy_original"] == pytest.approx(preds["correct"].mean())
-    training = json.loads((res / "aflite/text/qnli/models/minilm/aflite/partial/seed0/training.json").read_text())
+    training = json.loads((res / "aflite/text/qnli/models/tinybert/aflite/partial/seed0/training.json").read_text())
     assert training["partial_input"] == "text_b" and training["steps"] == 3
 
     table = pd.read_csv(res / "report/aflite/text_tables.csv")
-    assert table["model"].tolist() == ["minilm", "minilm-PartialInput", "Training set size"]
+    assert table["model"].tolist() == ["tinybert", "tinybert-PartialInput", "Training set size"]
     assert table.loc[0, "D(AFLite)"] == pytest.approx(100 * metrics_of(res, "aflite", "full")["accuracy_filtered"])
     assert table.loc[0, "D (paper)"] == 93.7 and table.loc[1, "D(AFLite) (paper)"] == 59.4  # Table 4, QNLI by the text
     assert table.loc[2, "D"] == len(pool) and table.loc[2, "D(AFLite)"] == len(kept)
@@ -297,11 +306,11 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
     assert hans["groups"].tolist()[:2] == ["lexical_overlap", "subsequence"]
     # HANS scores the models of the filters.sized set (D is the same), ANLI those of the dataset's own filter
     for train_set, sized in (("full", "full"), ("aflite", "aflite_sized")):
-        model = res / f"aflite/text/qnli/models/minilm/{sized}/full/seed0/model"
-        base = res / f"aflite/ood/hans/predictions/minilm/{sized}/seed0/validation"
+        model = res / f"aflite/text/qnli/models/tinybert/{sized}/full/seed0/model"
+        base = res / f"aflite/ood/hans/predictions/tinybert/{sized}/seed0/validation"
         table = pd.read_parquet(f"{base}.parquet")
         metrics = json.loads(Path(f"{base}.metrics.json").read_text())
-        assert metrics["model_dir"].endswith(f"qnli/models/minilm/{sized}/full/seed0/model")  # zero-shot
+        assert metrics["model_dir"].endswith(f"qnli/models/tinybert/{sized}/full/seed0/model")  # zero-shot
         # the package's own predictions of the same model, mapped by hand
         direct = classifier.predict_classifier(model, hans, max_length=48, device="cpu", check_labels=False)
         names = direct.attrs["label_names"]
@@ -314,13 +323,13 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
         lex = scored & (hans["groups"] == "lexical_overlap").to_numpy()
         assert metrics["counts"]["Lex."] == {"correct": int(table["correct"][lex].sum()), "n": 2}
         # ANLI: fine-tuned first (Table 2), from this very model, then scored on the round's test split
-        tuned = json.loads((res / f"aflite/ood/anli_r1/finetuned/minilm/{train_set}/seed0/training.json").read_text())
+        tuned = json.loads((res / f"aflite/ood/anli_r1/finetuned/tinybert/{train_set}/seed0/training.json").read_text())
         assert (tuned["steps"] == 2
-                and tuned["initial_model"].endswith(f"qnli/models/minilm/{train_set}/full/seed0/model"))
+                and tuned["initial_model"].endswith(f"qnli/models/tinybert/{train_set}/full/seed0/model"))
         anli = json.loads(
-            (res / f"aflite/ood/anli_r1/predictions/minilm/{train_set}/seed0/test.metrics.json").read_text()
+            (res / f"aflite/ood/anli_r1/predictions/tinybert/{train_set}/seed0/test.metrics.json").read_text()
         )
-        assert anli["model_dir"].endswith(f"anli_r1/finetuned/minilm/{train_set}/seed0/model")
+        assert anli["model_dir"].endswith(f"anli_r1/finetuned/tinybert/{train_set}/seed0/model")
         assert anli["counts"]["Rd1"]["n"] == anli["counts"]["all"]["n"] == 9
     table = pd.read_csv(res / "report/aflite/ood.csv")
     lex = table[(table["set"] == "HANS") & (table["group"] == "Lex.")]
@@ -340,7 +349,7 @@ def test_tiny_text_run_scores_every_model_out_of_distribution(tiny_text_run):
 
 def metrics_of(res, train_set, inputs):
     return json.loads(
-        (res / f"aflite/text/qnli/predictions/minilm/{train_set}/{inputs}/seed0.metrics.json").read_text()
+        (res / f"aflite/text/qnli/predictions/tinybert/{train_set}/{inputs}/seed0.metrics.json").read_text()
     )
 
 

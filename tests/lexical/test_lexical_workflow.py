@@ -15,7 +15,13 @@ from spurious.core.data import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
+from tests.core.test_workflow import (
+    _resources_by_rule,
+    assert_no_gpu_without_the_profile,
+    job_counts,
+    snakemake,
+    tiny_encoder,
+)
 from tests.rehearse.reordered import write_reordered
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -89,7 +95,8 @@ def _tiny_config(tmp):
             "reweight": {"min_count": 5, "max_steps": 200},
             "bigrams": {"n": 20, "seed": 0},
             "models": {
-                "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "training": training},
+                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                "tinybert": {"checkpoint": str(tiny_encoder(tmp)), "seeds": [0], "training": training},
                 # the paper's no-pretraining control, tiny: CBOW + BiLSTM on the q-weighted training data
                 "lstm": {"init": "bilstm", "seeds": [0], "weightings": ["q"], "paper_name": "lstm",
                          "bilstm": {"epochs": 1, "embedding_dim": 8, "hidden_sizes": [8, 8, 8], "device": "cpu"}},
@@ -144,8 +151,8 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
     assert objective["step"].tolist() == list(range(summary["steps"] + 1))
     assert objective.loc[summary["chosen_step"], "err"] == pytest.approx(summary["err_q"])
 
-    perm = json.loads((res / "lexical/qnli/permutation/minilm/q/seed0.json").read_text())
-    preds = pd.read_parquet(res / "lexical/qnli/predictions/minilm/q/seed0.parquet")
+    perm = json.loads((res / "lexical/qnli/permutation/tinybert/q/seed0.json").read_text())
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/tinybert/q/seed0.parquet")
     assert preds["id"].tolist() == test["id"].tolist()
     # recompute the test from the outputs with the package: the same sets and the same p
     table = pd.read_parquet(res / "lexical/qnli/zscores.parquet")
@@ -157,16 +164,16 @@ def test_tiny_lexical_run_outputs_agree_with_the_package(tiny_lexical_run):
     for name in ("table1", "table2", "table3", "appendix_a1"):
         assert (res / f"report/lexical/{name}.md").read_text().startswith("|")
     t2 = pd.read_csv(res / "report/lexical/table2.csv")
-    # MiniLM on both weightings, the BiLSTM control on q only
+    # the tiny BERT on both weightings, the BiLSTM control on q only
     assert (sorted(zip(t2["model"], t2["weighting"], strict=True))
-            == [("lstm", "q"), ("minilm", "q"), ("minilm", "uniform")])
+            == [("lstm", "q"), ("tinybert", "q"), ("tinybert", "uniform")])
     t1 = pd.read_csv(res / "report/lexical/table1.csv")
     assert t1.loc[0, "Err(uniform) (paper)"] == pytest.approx(0.042)  # QNLI's published row beside ours
     assert (res / "report/lexical/figure2.png").stat().st_size > 1000
-    training = json.loads((res / "lexical/qnli/models/minilm/q/seed0/training.json").read_text())
+    training = json.loads((res / "lexical/qnli/models/tinybert/q/seed0/training.json").read_text())
     assert training["weights_sha256"] is not None and training["steps"] == 3
-    assert not (res / "_checkpoints/lexical/qnli/minilm/q/seed0").exists() or not any(
-        (res / "_checkpoints/lexical/qnli/minilm/q/seed0").iterdir()
+    assert not (res / "_checkpoints/lexical/qnli/tinybert/q/seed0").exists() or not any(
+        (res / "_checkpoints/lexical/qnli/tinybert/q/seed0").iterdir()
     )
     assert np.isfinite(perm["log10_p"])
 
@@ -184,7 +191,8 @@ def _pending(work, cfg, forcerun=()) -> dict[str, int]:
 
 
 # One key per stage of the tiny run, and the jobs it must rerun: its stage and what depends on it, nothing else.
-# The run: 3 classifiers (MiniLM on uniform and q weights, the BiLSTM on q), each trained, predicted and tested.
+# The run: 3 classifiers (the tiny BERT on uniform and q weights, the BiLSTM on q), each trained, predicted and
+# tested.
 EVERY_CLASSIFIER = {"lexical_train": 3, "lexical_predict": 3, "lexical_permutation": 3}
 REPORT = {"lexical_report": 1, "index": 1}
 STAGE_CHANGES = [
@@ -199,7 +207,7 @@ STAGE_CHANGES = [
      {"lexical_reweight": 1, "lexical_bigrams": 1, "lexical_balance": 1, "lexical_train": 2, "lexical_predict": 2,
       "lexical_permutation": 2, **REPORT}),
     ("lexical.bigrams.n", 10, {"lexical_bigrams": 1, **REPORT}),
-    ("lexical.models.minilm.training.learning_rate", 2e-4,
+    ("lexical.models.tinybert.training.learning_rate", 2e-4,
      {"lexical_train": 2, "lexical_predict": 2, "lexical_permutation": 2, **REPORT}),
     ("lexical.err_target", "label_distribution", REPORT),
 ]
@@ -233,7 +241,7 @@ def test_a_damaged_or_deleted_intermediate_is_rebuilt_as_the_message_advises(tin
     intermediate that no job needs (that is how a finished run frees disk). Now the job ends in one line naming the
     command that rebuilds the file, `snakemake --forcerun <path>`, which does, deleted or damaged."""
     work, cfg = tiny_lexical_run
-    relative = "results/lexical/qnli/predictions/minilm/uniform/seed0.parquet"
+    relative = "results/lexical/qnli/predictions/tinybert/uniform/seed0.parquet"
     predictions = work / relative
     before = pd.read_parquet(predictions)
     good = predictions.read_bytes()
@@ -249,7 +257,7 @@ def test_a_damaged_or_deleted_intermediate_is_rebuilt_as_the_message_advises(tin
     assert len(lines) == 1 and lines[0].startswith(f"spurious: error: {relative}: not a readable parquet file ("), lines
     assert lines[0].endswith(f"; rebuild it, and what depends on it, with `snakemake --forcerun {relative}` with the "
                              "run's other options (the same --configfile)")
-    log = (work / "results/logs/lexical/permutation_qnli_minilm_uniform_seed0.log").read_text()
+    log = (work / "results/logs/lexical/permutation_qnli_tinybert_uniform_seed0.log").read_text()
     assert lines[0].removeprefix("spurious: error: ") in log and "Traceback" not in log
     command = re.search(r"`snakemake (--forcerun \S+)`", lines[0]).group(1).split()
     snakemake(work, "--cores", WORKFLOW_CORES, *command, "--configfile", str(cfg))
@@ -277,7 +285,7 @@ def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
 
     work, _ = tiny_lexical_run
     res = work / "results"
-    preds = pd.read_parquet(res / "lexical/qnli/predictions/minilm/uniform/seed0.parquet")
+    preds = pd.read_parquet(res / "lexical/qnli/predictions/tinybert/uniform/seed0.parquet")
     names = ["entailment", "not_entailment"]
     # a predictions file made elsewhere: label names, CSV
     pd.DataFrame({"id": preds["id"], "prediction": [names[i] for i in preds["prediction"]]}).to_csv(
@@ -291,7 +299,7 @@ def test_cli_lexical_test_matches_the_workflow(tiny_lexical_run, tmp_path):
     ])
     assert code == 0
     ours = json.loads(out.read_text())
-    workflow = json.loads((res / "lexical/qnli/permutation/minilm/uniform/seed0.json").read_text())
+    workflow = json.loads((res / "lexical/qnli/permutation/tinybert/uniform/seed0.json").read_text())
     assert ours["log10_p"] == pytest.approx(workflow["log10_p"])
     assert ours["n_usual"] == workflow["n_usual"] and ours["correct_usual"] == workflow["correct_usual"]
     # predictions missing a test record: a clear error, exit status 2
@@ -323,7 +331,7 @@ def test_tiny_lexical_run_trains_and_tests_the_bilstm_control(tiny_lexical_run):
 
 
 def test_audit_of_the_workflows_classifier_reproduces_its_numbers(tiny_lexical_run, tmp_path):
-    """`spurious audit` on the tiny run's MiniLM with the run's train and test splits: the same accuracy and the same
+    """`spurious audit` on the tiny run's tiny BERT with the run's train and test splits: the same accuracy and the same
     permutation test as the workflow's files (the workflow's top_k is 10 here: the audit's is passed through)."""
     from spurious.audit.classification import audit_classification
 
@@ -331,7 +339,7 @@ def test_audit_of_the_workflows_classifier_reproduces_its_numbers(tiny_lexical_r
     res = work / "results"
     test = classification.read_parquet(res / "data/qnli/derived_s0/validation.parquet")
     train = classification.read_parquet(res / "data/qnli/derived_s0/train.parquet")
-    for model, weighting in (("minilm", "uniform"), ("lstm", "q")):
+    for model, weighting in (("tinybert", "uniform"), ("lstm", "q")):
         folder = res / f"lexical/qnli/models/{model}/{weighting}/seed0/model"
         result = audit_classification(folder, test, train=train, top_k=10, device="cpu")
         workflow = json.loads((res / f"lexical/qnli/permutation/{model}/{weighting}/seed0.json").read_text())

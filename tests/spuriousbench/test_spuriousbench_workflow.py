@@ -12,7 +12,13 @@ import yaml
 
 from spurious.spuriousbench import construction as sb
 from tests.conftest import REPO, SHARED, WORKFLOW_CORES
-from tests.core.test_workflow import _resources_by_rule, assert_no_gpu_without_the_profile, job_counts, snakemake
+from tests.core.test_workflow import (
+    _resources_by_rule,
+    assert_no_gpu_without_the_profile,
+    job_counts,
+    snakemake,
+    tiny_encoder,
+)
 
 SST2 = SHARED / "data" / "sst2"
 
@@ -77,6 +83,7 @@ def _tiny_causal_lm(tmp):
 
 
 def _tiny_config(tmp):
+    encoder = str(tiny_encoder(tmp))
     glue = {"format": "glue_tsv", "label_names": ["negative", "positive"]}
     cfg = {
         "run_name": "tiny-spurious",
@@ -95,7 +102,7 @@ def _tiny_config(tmp):
                     "builder": "sst2", "train_size": 100, "dev_size": 50, "test_size": 60,
                     "features": ["punctuation:exclamation", "determiner:a", "prefix:my_thought"],
                     "train_features": ["punctuation:exclamation", "determiner:a"],
-                    "models": ["minilm", "tiny_lm"],
+                    "models": ["tinybert", "tiny_lm"],
                 },
                 # App. D: the same source with the negative label as the target, one feature; BitFit, and the
                 # randomly initialised control here (one feature is enough for it: the same rules as on sst2)
@@ -105,11 +112,12 @@ def _tiny_config(tmp):
                 },
             },
             "models": {
-                "minilm": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["finetune", "balanced"],
-                           "paper_name": "MiniLM", "training": TRAINING},
-                "random": {"checkpoint": "embedded:all-MiniLM-L6-v2", "init": "scratch", "seeds": [0],
+                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                "tinybert": {"checkpoint": encoder, "seeds": [0], "methods": ["finetune", "balanced"],
+                             "paper_name": "tiny BERT", "training": TRAINING},
+                "random": {"checkpoint": encoder, "init": "scratch", "seeds": [0],
                            "training": TRAINING},
-                "bitfit_only": {"checkpoint": "embedded:all-MiniLM-L6-v2", "seeds": [0], "methods": ["bitfit"],
+                "bitfit_only": {"checkpoint": encoder, "seeds": [0], "methods": ["bitfit"],
                                 "bitfit_learning_rate": 5e-3, "training": TRAINING},
                 # §5: in-context learning with a tiny random causal LM, 4 demonstrations
                 "tiny_lm": {"checkpoint": str(_tiny_causal_lm(tmp)), "seeds": [0], "methods": ["icl"],
@@ -155,10 +163,10 @@ def test_tiny_run_builds_the_configured_prevalence_and_strength_exactly(tiny_run
 
 def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
     gaps = pd.read_csv(tiny_run / "report/spurious/gaps.csv")
-    # 2 features x (minilm finetune, minilm balanced, tiny_lm icl); on sst2_negative: BitFit and random finetune
+    # 2 features x (tinybert finetune, tinybert balanced, tiny_lm icl); on sst2_negative: BitFit and random finetune
     assert len(gaps) == 2 * 3 + 2
     runs = ([("sst2", feature, run) for feature in ("punctuation/exclamation", "determiner/a")
-             for run in ("minilm/finetune", "minilm/balanced")]
+             for run in ("tinybert/finetune", "tinybert/balanced")]
             + [("sst2_negative", "punctuation/exclamation", "random/finetune")])  # fmt: skip
     for dataset, feature, run in runs:
         base = tiny_run / "spurious" / dataset / "predictions" / feature / run
@@ -184,7 +192,7 @@ def test_tiny_run_gaps_agree_with_the_predictions_and_the_report(tiny_run):
 
 
 def test_tiny_run_balanced_training_and_best_checkpoint(tiny_run):
-    model_dir = tiny_run / "spurious/sst2/models/punctuation/exclamation/minilm"
+    model_dir = tiny_run / "spurious/sst2/models/punctuation/exclamation/tinybert"
     balanced = json.loads((model_dir / "balanced/seed0/training.json").read_text())
     plain = json.loads((model_dir / "finetune/seed0/training.json").read_text())
     # 18 supporting + 2 counter -> 10 + 10; the 80 rows without the feature stay
@@ -192,8 +200,8 @@ def test_tiny_run_balanced_training_and_best_checkpoint(tiny_run):
     assert [e["step"] for e in plain["eval_history"]] == [2, 4]
     accuracies = [e["accuracy"] for e in plain["eval_history"]]
     assert plain["best_step"] == plain["eval_history"][int(np.argmax(accuracies))]["step"]
-    assert not (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").exists() or not any(
-        (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/minilm").rglob("state.json")
+    assert not (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/tinybert").exists() or not any(
+        (tiny_run / "_checkpoints/spurious/sst2/punctuation/exclamation/tinybert").rglob("state.json")
     )
 
 

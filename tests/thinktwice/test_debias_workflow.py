@@ -15,7 +15,16 @@ import pytest
 import yaml
 
 from tests.conftest import WORKFLOW_CORES
-from tests.core.test_workflow import SNAKEMAKE, _env, insert_before, job_counts, snakemake, tiny_config, workflow_copy
+from tests.core.test_workflow import (
+    SNAKEMAKE,
+    _env,
+    insert_before,
+    job_counts,
+    snakemake,
+    tiny_config,
+    tiny_encoder,
+    workflow_copy,
+)
 
 
 @pytest.fixture(scope="module")
@@ -31,6 +40,8 @@ def tiny_debias_run(tmp_path_factory):
     # much, and no assertion below depends on the size
     cfg_path = tiny_config(work, paragraphs=2)
     cfg = yaml.safe_load(cfg_path.read_text())
+    # the chain's plumbing on a tiny random encoder, not MiniLM (tiny_encoder): 8 training jobs cost seconds each
+    cfg["models"] = {"tiny": dict(cfg["models"]["minilm"], checkpoint=str(tiny_encoder(work)))}
     cfg["segments"] = []
     cfg["human"] = None  # the chain reads no Human row: 9 jobs fewer
     # two heuristics, not seven: every run's bias search is a job of its own (20 instead of 70), and the chain needs
@@ -45,7 +56,7 @@ def tiny_debias_run(tmp_path_factory):
     }
     cfg["evaluate"].append({"dataset": "nq", "split": "tiny"})
     cfg["debias"] = {
-        "model": "minilm",
+        "model": "tiny",
         "heuristics": ["word-dist"],
         "fixed_thresholds": {"word-dist": {"threshold": 3.0, "biased_group": "low"}},
         "training": {"max_steps": 4, "eval_every": 2},
@@ -61,7 +72,7 @@ def tiny_debias_run(tmp_path_factory):
 def test_tiny_debias_chain_outputs(tiny_debias_run):
     work, _ = tiny_debias_run
     res = work / "results"
-    seg = res / "segments/minilm/seed0/squad/train/word-dist/by_fixed"
+    seg = res / "segments/tiny/seed0/squad/train/word-dist/by_fixed"
     biased, unbiased = pd.read_parquet(seg / "biased.parquet"), pd.read_parquet(seg / "unbiased.parquet")
     train = pd.read_parquet(res / "data/squad/derived_s0/train.parquet")
     heur = pd.read_parquet(res / "heuristics/squad/train.parquet").set_index("id")["word-dist"]
@@ -70,33 +81,33 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
     assert set(unbiased["id"]) == set(heur[heur > 3.0].index)
     assert len(biased) + len(unbiased) + int((heur < 0).sum()) == len(train)
 
-    resam = json.loads((res / "models/minilm/resam/word-dist/seed0/training.json").read_text())
+    resam = json.loads((res / "models/tiny/resam/word-dist/seed0/training.json").read_text())
     stats = resam["resampling"]
     assert stats["n_biased_after"] == stats["n_unbiased_after"] == max(len(biased), len(unbiased))
     assert resam["n_train_examples"] == 2 * max(len(biased), len(unbiased))
 
-    bias_model = json.loads((res / "models/minilm/biasmodel/word-dist/seed0/training.json").read_text())
+    bias_model = json.loads((res / "models/tiny/biasmodel/word-dist/seed0/training.json").read_text())
     assert bias_model["n_train_examples"] == len(biased)
     assert [h["step"] for h in bias_model["selection_history"]] == [2, 4]
     best = max(bias_model["selection_history"], key=lambda h: h["score"])
     assert bias_model["best_step"] == best["step"]
     assert best["score"] == pytest.approx(best["f1_biased"] - best["f1_unbiased"])
 
-    for producer in ("minilm/seed0", "minilm/biasmodel/word-dist/seed0"):
+    for producer in ("tiny/seed0", "tiny/biasmodel/word-dist/seed0"):
         arr = np.load(res / f"logits/{producer}/squad/train.npy", mmap_mode="r")
         meta = json.loads((res / f"logits/{producer}/squad/train.json").read_text())
         assert arr.shape[1:] == (2, 128) and arr.dtype == np.float32
         assert arr.shape[0] == meta["fingerprint"]["n_features"] >= len(train)
 
     for method in ("lmix", "creg"):
-        summary = json.loads((res / f"models/minilm/{method}/word-dist/seed0/training.json").read_text())
+        summary = json.loads((res / f"models/tiny/{method}/word-dist/seed0/training.json").read_text())
         assert summary["steps"] == 4 and summary["objective_id"] and method in summary["objective_id"]
         curves = summary["validation_curves"]
         assert set(curves) == {"validation", "nq/tiny"} and [p["step"] for p in curves["nq/tiny"]] == [2, 4]
     assert not any((res / "_checkpoints").rglob("state.json")), "checkpoints are removed after success"
 
-    runs = ("minilm/seed0", "minilm/plain/seed0", "minilm/resam/word-dist/seed0", "minilm/lmix/word-dist/seed0",
-            "minilm/creg/word-dist/seed0")  # fmt: skip
+    runs = ("tiny/seed0", "tiny/plain/seed0", "tiny/resam/word-dist/seed0", "tiny/lmix/word-dist/seed0",
+            "tiny/creg/word-dist/seed0")  # fmt: skip
     for run in runs:
         m = json.loads((res / f"predictions/{run}/nq/tiny.metrics.json").read_text())
         assert m["n"] == 20 and m["run"] == run
@@ -105,18 +116,18 @@ def test_tiny_debias_chain_outputs(tiny_debias_run):
         assert r["run"] == run and r["method"] == expected_method
 
     # the original model logs its OOD validation curve too (Figs. 8-9)
-    original = json.loads((res / "models/minilm/seed0/training.json").read_text())
+    original = json.loads((res / "models/tiny/seed0/training.json").read_text())
     assert set(original["validation_curves"]) == {"validation", "nq/tiny"}
     # the matched control: the debiased runs' data, steps and seed, no objective
-    plain = json.loads((res / "models/minilm/plain/seed0/training.json").read_text())
-    lmix = json.loads((res / "models/minilm/lmix/word-dist/seed0/training.json").read_text())
-    creg = json.loads((res / "models/minilm/creg/word-dist/seed0/training.json").read_text())
+    plain = json.loads((res / "models/tiny/plain/seed0/training.json").read_text())
+    lmix = json.loads((res / "models/tiny/lmix/word-dist/seed0/training.json").read_text())
+    creg = json.loads((res / "models/tiny/creg/word-dist/seed0/training.json").read_text())
     assert plain["objective_id"] is None and plain["addressed"] is None and plain["method"] == "plain"
     assert (plain["n_train_examples"], plain["steps"], plain["settings"]) == (
         lmix["n_train_examples"], lmix["steps"], lmix["settings"],
     )  # fmt: skip
     # LMix reads its scale from the search's choice file; CReg (not searched) keeps its configured one
-    choice = json.loads((res / "scale_search/minilm/lmix/choice.json").read_text())
+    choice = json.loads((res / "scale_search/tiny/lmix/choice.json").read_text())
     assert [c["scale"] for c in choice["candidates"]] == [0.2, 0.8] and choice["metric"] == "f1"
     assert choice["score"] == max(c["f1"] for c in choice["candidates"])
     assert lmix["scale"] == choice["scale"] and "choice.json" in lmix["scale_source"]
@@ -173,7 +184,7 @@ def test_a_method_added_by_one_track_entry_trains_through_the_workflow(tiny_debi
     config["debias"]["methods"] = ["plain", "resam", "lmix", "creg", "toy"]
     config_file = tmp_path / "toy.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-    target = "results/models/minilm/toy/word-dist/seed0/training.json"
+    target = "results/models/tiny/toy/word-dist/seed0/training.json"
     cmd = [*SNAKEMAKE, "-s", str(code / "Snakefile"), "--directory", str(copied), "--cores", WORKFLOW_CORES, target,
            "--configfile", str(config_file)]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=dict(_env(), PYTHONPATH=str(code / "src")),
@@ -182,8 +193,8 @@ def test_a_method_added_by_one_track_entry_trains_through_the_workflow(tiny_debi
     assert job_counts(proc.stderr) == {"train_debiased": 1}, proc.stderr[-3000:]
 
     toy = json.loads((copied / target).read_text())
-    plain = json.loads((copied / "results/models/minilm/plain/seed0/training.json").read_text())
-    assert toy["method"] == "toy" and toy["addressed"] == "word-dist" and toy["run"] == "minilm/toy/word-dist/seed0"
+    plain = json.loads((copied / "results/models/tiny/plain/seed0/training.json").read_text())
+    assert toy["method"] == "toy" and toy["addressed"] == "word-dist" and toy["run"] == "tiny/toy/word-dist/seed0"
     toy_losses = [row["loss"] for row in toy["train_losses"]]
     plain_losses = [row["loss"] for row in plain["train_losses"]]
     assert len(toy_losses) == len(plain_losses) and np.all(np.isfinite(toy_losses))
