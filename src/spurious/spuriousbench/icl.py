@@ -235,9 +235,10 @@ def predict_icl(
         # only the positions that predict a label word's tokens go through the LM head and the softmax over the
         # vocabulary ([B, T, V] for every position would be most of the work and memory): lengths are sorted, so the
         # rows' scored positions lie in one narrow window
-        first = min(len(sequences[r]) - len(word_ids[owners[r][1]]) - 1 for r in rows) if keeps_logits else 0
-        last = max(len(sequences[r]) for r in rows) - 1 if keeps_logits else width
-        window = {"logits_to_keep": torch.arange(first, last, device=dev)} if keeps_logits else {}
+        first, window = 0, {}
+        if keeps_logits:
+            first = min(len(sequences[r]) - len(word_ids[owners[r][1]]) - 1 for r in rows)
+            window = {"logits_to_keep": torch.arange(first, max(len(sequences[r]) for r in rows) - 1, device=dev)}
         logits = model(input_ids=ids.to(dev), attention_mask=mask.to(dev), **window).logits
         logprobs = torch.log_softmax(logits.float(), dim=-1)
         for j, r in enumerate(rows):
