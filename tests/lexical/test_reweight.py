@@ -335,7 +335,9 @@ def test_qnli_dev_min_count_of_instances_or_occurrences(qnli_dev):
 @pytest.mark.parametrize(("min_count", "max_steps"), [(5, 2000), (10, 100), (20, 100)])
 def test_qnli_dev_reweighting_lowers_err_without_collapsing(qnli_dev, min_count, max_steps):
     # at a minimum count of 5 the solve converges (step ~800) onto two pairs that share a sentence, with opposite
-    # labels and the same features: effective size 2 and Err above uniform; the returned q is the best iterate above
+    # labels and the same features: effective size 2, and an Err about twice the chosen iterate's (measured 0.116 with
+    # one thread and 0.131 with two, against 0.117 uniform: the residual weights of the other pairs, ~1e-6 and below,
+    # are rounding noise that still decides which features count as present). The returned q is the best iterate above
     # the floor (measured: step 101, Err 0.061, effective size 1,743). At 10 and 20, 100 steps suffice.
     matrix, vocabulary, labels = qnli_dev
     features = matrix[:, select_features(matrix, labels, 2, vocabulary, min_count=min_count).columns]
@@ -346,7 +348,7 @@ def test_qnli_dev_reweighting_lowers_err_without_collapsing(qnli_dev, min_count,
     assert result.chosen_step == _lowest_err_above(result.history, 0.1 * n)["step"]
     if min_count == 5:
         assert result.converged and 1.0 / np.sum(result.q_final**2) < 2.01
-        assert err(features, labels, 2, result.q_final) > result.err_uniform
+        assert err(features, labels, 2, result.q_final) > 1.5 * result.err
         assert result.err < 0.07 and 50 <= result.chosen_step <= 200
 
 
