@@ -30,7 +30,8 @@ torch, transformers, CUDA) to ``--out``, after every check (a run cut short keep
 traceback and a non-zero exit, after writing what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is
 recorded and the checks go on, and the run exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes
 (a few steps, a few dozen examples) on the CPU in about a minute, the CUDA-only ones listed as skipped with the reason;
-``make test`` runs it (tests/core/test_gpu_check.py). Compilations go to one inductor cache, fresh for the run
+``make test`` runs it (tests/core/test_gpu_check.py), with ``--model`` set to a small random BERT (every check, and the
+benchmark, then train that model instead of MiniLM). Compilations go to one inductor cache, fresh for the run
 (``TORCHINDUCTOR_CACHE_DIR`` unless set), so the benchmark's compile seconds may include hits from the checks before it
 (its report says so).
 
@@ -140,13 +141,13 @@ class Checker:
         return numbers
 
 
-def packing_problem(device: torch.device) -> str | None:
-    """Why ``attention: packed`` cannot run MiniLM on this device (the check a run makes at start), or None."""
+def packing_problem(device: torch.device, model_name: str) -> str | None:
+    """Why ``attention: packed`` cannot run the model on this device (the check a run makes at start), or None."""
     from spurious.core.models import load_qa_model
     from spurious.core.train import packing
 
     try:
-        packing.enable(load_qa_model(MINILM), "packed", device=device, bf16=True)
+        packing.enable(load_qa_model(model_name), "packed", device=device, bf16=True)
     except packing.PackedAttentionUnavailable as exc:
         return str(exc)
     return None
@@ -205,6 +206,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     from spurious.thinktwice import debias
 
     size = sizes(args.quick)
+    model_name = args.model
     device = str(checker.device.type)
     mirror = Path(args.data)
     train, valid, qa_settings = qa_data(mirror, size)
@@ -212,7 +214,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     model_dir = work / "qa" / "model"
 
     def qa_check() -> dict[str, Any]:
-        summary = qa.train_qa(train, valid, model_name_or_path=MINILM, output_dir=model_dir,
+        summary = qa.train_qa(train, valid, model_name_or_path=model_name, output_dir=model_dir,
                               checkpoint_dir=work / "qa" / "ck", settings=qa_settings, log=lambda m: None)
         t0 = time.perf_counter()
         predictions = qa.predict_qa(model_dir, valid, settings=qa_settings)
@@ -222,7 +224,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
                 "em": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2)}
 
     eager = checker.run("qa", qa_check)
-    packed_problem = packing_problem(checker.device) if checker.device.type == "cuda" else None
+    packed_problem = packing_problem(checker.device, model_name) if checker.device.type == "cuda" else None
     if packed_problem:  # a failed expectation; the checks below then run compiled but padded
         checker.expect("qa_cuda_defaults", False, f"attention: packed cannot run here: {packed_problem}")
     defaults = dict(CUDA_DEFAULTS, attention="padded" if packed_problem else "packed")
@@ -231,7 +233,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         """The demo's QA run with the CUDA defaults: its EM within EM_TOLERANCE points of the eager run's."""
         settings = dict(qa_settings, **defaults)
         out = work / "qa_cuda_defaults"
-        summary = qa.train_qa(train, valid, model_name_or_path=MINILM, output_dir=out / "model",
+        summary = qa.train_qa(train, valid, model_name_or_path=model_name, output_dir=out / "model",
                               checkpoint_dir=out / "ck", settings=settings, log=lambda m: None)
         t0 = time.perf_counter()
         # prediction packed, compile at its default (auto: eager for a few hundred batches)
@@ -257,10 +259,10 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
 
         folder = work / "minilm_dropout0"
         torch.manual_seed(0)  # the new QA head
-        model = load_qa_model(MINILM)
+        model = load_qa_model(model_name)
         model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.0
         model.save_pretrained(folder)
-        load_tokenizer(MINILM).save_pretrained(folder)
+        load_tokenizer(model_name).save_pretrained(folder)
         settings = {"max_length": 128, "stride": 64, "batch_size": 16, "max_steps": LOSS_STEPS, "learning_rate": 1e-4,
                     "eval_every": None, "eval_max_examples": 16, "checkpoint_every": 1000, "log_every": 1, "seed": 0,
                     "group_by_length": False, "pad_to_multiple_of": 64, "device": device, "bf16": True}
@@ -293,7 +295,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     bias_dir = work / "bias" / "model"
 
     def bias_model() -> dict[str, Any]:
-        summary = qa.train_qa(biased, valid, model_name_or_path=MINILM, output_dir=bias_dir,
+        summary = qa.train_qa(biased, valid, model_name_or_path=model_name, output_dir=bias_dir,
                               checkpoint_dir=work / "bias" / "ck", settings=short, log=lambda m: None)
         return {"steps": summary["steps"], "biased_questions": len(biased)}
 
@@ -301,18 +303,18 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
 
     def feature_logits() -> dict[str, Any]:
         for name, source in (("bias", bias_dir), ("teacher", model_dir)):
-            qa.infer_feature_logits(source, train, tokenizer_from=MINILM, settings=short,
+            qa.infer_feature_logits(source, train, tokenizer_from=model_name, settings=short,
                                     output_path=work / f"{name}_logits.npy", log=lambda m: None)
         return {"windows_of": len(train)}
 
     checker.run("feature_logits", feature_logits)
     from spurious.core.models import load_config
 
-    hidden = load_config(MINILM).hidden_size  # as the train_debiased adapter reads it
+    hidden = load_config(model_name).hidden_size  # as the train_debiased adapter reads it
 
     def debiased(name: str, frame: pd.DataFrame, factory: Callable[[Any], Any] | None, objective_id: str | None):
         def check() -> dict[str, Any]:
-            summary = qa.train_qa(frame, valid, model_name_or_path=MINILM, output_dir=work / name / "model",
+            summary = qa.train_qa(frame, valid, model_name_or_path=model_name, output_dir=work / name / "model",
                                   checkpoint_dir=work / name / "ck", settings=short, log=lambda m: None,
                                   objective_factory=factory, objective_id=objective_id)
             last = summary["train_losses"][-1]
@@ -339,7 +341,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         def check() -> dict[str, Any]:
             out = work / name
             settings = dict(clf_settings, eval_every="epoch" if "eval_frame" in kwargs else None)
-            classifier.train_classifier(clf_train, model_name_or_path=MINILM, output_dir=out / "model",
+            classifier.train_classifier(clf_train, model_name_or_path=model_name, output_dir=out / "model",
                                         checkpoint_dir=out / "ck", settings=settings, log=lambda m: None, **kwargs)
             predicted = classifier.predict_classifier(out / "model", clf_dev, device=device, log=lambda m: None)
             return {"train": len(clf_train), "dev_accuracy": round(float(predicted["correct"].mean()), 4)}
@@ -349,7 +351,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
     checker.run("classifier", train_and_predict("classifier", eval_frame=clf_dev))  # dev accuracy every epoch
     from spurious.core.train.prompt import PAPER_PROMPTS
 
-    # MiniLM ships without its masked-LM head: the prompt path runs on a randomly initialised MiniLM-shaped MLM
+    # MiniLM ships without its masked-LM head: the prompt path runs on a randomly initialised MLM of the model's shape
     checker.run("prompt_classifier",
                 train_and_predict("prompt_classifier", prompt=PAPER_PROMPTS["sst2"], init="scratch"))
 
@@ -381,7 +383,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
 
         from spurious.core.models import load_tokenizer
 
-        tok = load_tokenizer(MINILM)
+        tok = load_tokenizer(model_name)
         torch.manual_seed(0)
         config = GPTNeoXConfig(vocab_size=tok.vocab_size, hidden_size=128, num_hidden_layers=2,
                                num_attention_heads=4, intermediate_size=256, max_position_embeddings=512)
@@ -404,7 +406,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
 
         pool = _head(pd.concat([clf_train, clf_dev]), size["aflite_n"])
         pool.attrs = clf_train.attrs
-        vectors = embeddings.embed(pool, MINILM, max_length=64, batch_size=256, device=device)
+        vectors = embeddings.embed(pool, model_name, max_length=64, batch_size=256, device=device)
         scores = filtering.predictability_scores(vectors, pool["label"].to_numpy(), m=size["aflite_m"],
                                                  t=min(size["aflite_t"], len(pool) // 2), seed=0, device=device)
         return {"n": len(pool), "mean_heldout_accuracy": round(scores.mean_heldout_accuracy, 4)}
@@ -418,7 +420,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         json_path, text_path = out / "bench_train_loop.json", out / "bench_train_loop.txt"
         cmd = [sys.executable, str(REPO / "benchmarks" / "bench_train_loop.py"), *size["bench"], "--device", device,
                "--data", str(mirror / "squad_v1.1" / "dev-v1.1.json.gz"), "--json", str(json_path),
-               "--markdown", str(out / "bench_train_loop.md")]
+               "--markdown", str(out / "bench_train_loop.md"), "--model", model_name]
         proc = subprocess.run(cmd, capture_output=True, text=True)
         text_path.write_text(proc.stdout + (f"\n[stderr]\n{proc.stderr}" if proc.returncode != 0 else ""))
         if proc.returncode != 0 and not json_path.is_file():
@@ -449,7 +451,7 @@ def write_reports(out: Path, info: dict[str, Any], rows: list[dict[str, Any]], e
     tmp.replace(out / "gpu_check.json")
     lines = [f"# gpu-check on {info['card']}", "",
              f"torch {info['torch']}, transformers {info['transformers']}, CUDA {info['cuda']}, "
-             f"Python {info['python']}; "
+             f"Python {info['python']}; model {info['model']}; "
              f"total {payload['total_seconds']} s" + (f"; **FAILED**: {error.splitlines()[-1]}" if error else "")
              + "".join(f"; **FAILED**: {failure}" for failure in failures), "",
              "| check | seconds | peak GB | numbers |", "|---|---:|---:|---|"]
@@ -465,6 +467,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--device", default=None, help="cuda, cpu or auto (default: cpu with --quick, else cuda)")
     ap.add_argument("--data", default=os.environ.get("SPURIOUS_DATA_MIRROR", str(REPO.parent / "shared" / "data")))
     ap.add_argument("--out", default=str(REPO / "results" / "gpu_check"))
+    ap.add_argument("--model", default=MINILM, help="the encoder every check trains, predicts with and embeds with (a "
+                    "BERT-like checkpoint with a fast tokenizer; default: MiniLM, as in the demo). The test suite's "
+                    "--quick run gives it a small random BERT: the paths, not the numbers")
     ap.add_argument("--skip", default="", help="checks to leave out, comma-separated (reported as skipped), e.g. "
                     "bilstm where gensim cannot be installed, bench_train_loop")
     args = ap.parse_args(argv)
@@ -474,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     from spurious.core.train.training import pick_device
 
     device = pick_device(args.device or ("cpu" if args.quick else "cuda"))
-    info = machine(device)
+    info = dict(machine(device), model=args.model)
     out = Path(args.out)
     checker = Checker(device, skip)
     checker.after_each = lambda: write_reports(out, info, checker.rows, None, checker.failures)

@@ -1,5 +1,6 @@
-"""`make gpu-check --quick`: every GPU code path of the project runs, with tiny sizes, on the CPU (issue 28). The same
-script on a GPU node is `make gpu-check`; here it must end without an error and report every check."""
+"""`make gpu-check --quick`: every GPU code path of the project runs, with tiny sizes and a small random BERT, on the
+CPU (issue 28). The same script on a GPU node is `make gpu-check` (MiniLM); here it must end without an error and
+report every check."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import subprocess
 import sys
 
 from tests.conftest import REPO, SHARED
+from tests.core.test_workflow import tiny_encoder
 
 CHECKS = ["qa", "qa_cuda_defaults", "losses_vs_eager", "bias_model", "feature_logits", "resam", "lmix", "creg",
           "classifier", "prompt_classifier", "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite",
@@ -20,12 +22,16 @@ CUDA_ONLY = ("qa_cuda_defaults", "losses_vs_eager")
 def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
     env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SHARED / "data"), HF_HUB_OFFLINE="1",
                TOKENIZERS_PARALLELISM="false")
+    # the paths, on a small random BERT (MiniLM's steps cost most of the run and check nothing more here)
+    encoder = tiny_encoder(tmp_path)
     proc = subprocess.run([sys.executable, str(REPO / "benchmarks" / "gpu_check.py"), "--quick",
-                           "--out", str(tmp_path)],
+                           "--out", str(tmp_path), "--model", str(encoder)],
                           capture_output=True, text=True, env=env, timeout=900)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-5000:]
     report = json.loads((tmp_path / "gpu_check.json").read_text())
     assert report["error"] is None and report["machine"]["device"] == "cpu"
+    assert report["machine"]["model"] == str(encoder)
+    assert f"; model {encoder}; " in (tmp_path / "gpu_check.md").read_text()
     rows = {r["check"]: r for r in report["checks"]}
     assert list(rows) == CHECKS
     assert rows["qa"]["steps"] == 3 and rows["qa"]["questions"] == 30 and 0 <= rows["qa"]["f1"] <= 100
@@ -46,7 +52,8 @@ def test_the_quick_gpu_check_runs_every_path_on_the_cpu(tmp_path):
     row = bench["results"][0]
     assert row["timed_steps"] == 1 and row["timed_features"] == 4 and row["mfu"] is None and row["features_per_s"] > 0
     text = (tmp_path / "bench_train_loop.txt").read_text()
-    assert "peak: n/a on CPU" in text and "Compile and capture" in text and "for reference only" in text
+    assert f"model {encoder} (bert, " in text and "peak: n/a on CPU" in text
+    assert "Compile and capture" in text and "for reference only" in text
     assert (tmp_path / "bench_train_loop.md").read_text().startswith("# bench_train_loop on cpu")
     assert rows["bench_train_loop"]["ours_grouped"].endswith(" s/step")
 
