@@ -4,6 +4,7 @@ resumption, predictions), on the real SST-2 and QNLI files of the offline mirror
 from __future__ import annotations
 
 import gzip
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,6 +15,7 @@ from spurious.core.data import classification
 from spurious.core.data.squad import DataValidationError
 from spurious.core.train import classifier
 from tests.conftest import SHARED
+from tests.core.test_workflow import tiny_encoder
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
@@ -185,16 +187,23 @@ def tiny_qnli():
     return train.head(48), test.head(32)
 
 
+@pytest.fixture(scope="module")
+def encoder(tmp_path_factory) -> Path:
+    """The training tests' model: a small random BERT (tests/core/test_workflow.py's tiny_encoder); what they check
+    (determinism, loss weights, exact resumption, BitFit's trainable set) does not depend on MiniLM's weights."""
+    return tiny_encoder(tmp_path_factory.mktemp("encoder"))
+
+
 SETTINGS = {"batch_size": 8, "max_steps": 6, "max_length": 64, "learning_rate": 1e-4, "checkpoint_every": 2,
             "device": "cpu"}
 
 
-def test_training_is_deterministic_and_weights_change_the_model(tmp_path, tiny_qnli):
+def test_training_is_deterministic_and_weights_change_the_model(tmp_path, tiny_qnli, encoder):
     train, test = tiny_qnli
 
     def run(name, weights=None):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / name, checkpoint_dir=tmp_path / f"ck-{name}",
+            train, model_name_or_path=encoder, output_dir=tmp_path / name, checkpoint_dir=tmp_path / f"ck-{name}",
             settings=SETTINGS, weights=weights,
         )
         return classifier.predict_classifier(tmp_path / name, test, device="cpu")
@@ -210,24 +219,24 @@ def test_training_is_deterministic_and_weights_change_the_model(tmp_path, tiny_q
         run("bad", weights[:-1])
 
 
-def test_a_checkpoint_of_other_settings_is_never_resumed(tmp_path, tiny_qnli):
+def test_a_checkpoint_of_other_settings_is_never_resumed(tmp_path, tiny_qnli, encoder):
     train, _ = tiny_qnli
     # a 4-step run leaves its step-2 checkpoint behind (the adapter, not the function, removes the folder)
     classifier.train_classifier(
-        train, model_name_or_path=MODEL, output_dir=tmp_path / "part", checkpoint_dir=tmp_path / "ck",
+        train, model_name_or_path=encoder, output_dir=tmp_path / "part", checkpoint_dir=tmp_path / "ck",
         settings=dict(SETTINGS, max_steps=4),
     )
     with pytest.raises(RuntimeError, match="belongs to a different run"):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck",
+            train, model_name_or_path=encoder, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck",
             settings=SETTINGS
         )
 
 
-def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, tiny_qnli, monkeypatch):
+def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, tiny_qnli, encoder, monkeypatch):
     train, _ = tiny_qnli
     ref = classifier.train_classifier(
-        train, model_name_or_path=MODEL, output_dir=tmp_path / "ref", checkpoint_dir=tmp_path / "ck-ref",
+        train, model_name_or_path=encoder, output_dir=tmp_path / "ref", checkpoint_dir=tmp_path / "ck-ref",
         settings=SETTINGS
     )
     # simulate preemption: raise inside the step after the checkpoint at step 4 is written
@@ -243,26 +252,27 @@ def test_resume_from_a_checkpoint_reproduces_the_uninterrupted_losses(tmp_path, 
     monkeypatch.setattr(classifier, "weighted_loss", failing)
     with pytest.raises(KeyboardInterrupt):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck",
+            train, model_name_or_path=encoder, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck",
             settings=SETTINGS
         )
     monkeypatch.setattr(classifier, "weighted_loss", real)
     resumed = classifier.train_classifier(
-        train, model_name_or_path=MODEL, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck", settings=SETTINGS
+        train, model_name_or_path=encoder, output_dir=tmp_path / "run", checkpoint_dir=tmp_path / "ck",
+        settings=SETTINGS
     )
     assert resumed["resumed_from_step"] == 4
     assert ([r["loss"] for r in resumed["train_losses"]]
             == pytest.approx([r["loss"] for r in ref["train_losses"]], abs=1e-6))
 
 
-def test_bitfit_trains_only_the_biases_and_the_head(tmp_path, tiny_qnli):
+def test_bitfit_trains_only_the_biases_and_the_head(tmp_path, tiny_qnli, encoder):
     from safetensors.torch import load_file
 
     train, _ = tiny_qnli
     before = {n: p.detach().clone()
-              for n, p in classifier.load_classifier(MODEL, label_names=["a", "b"]).named_parameters()}
+              for n, p in classifier.load_classifier(encoder, label_names=["a", "b"]).named_parameters()}
     summary = classifier.train_classifier(
-        train, model_name_or_path=MODEL, output_dir=tmp_path / "bf", checkpoint_dir=tmp_path / "ck",
+        train, model_name_or_path=encoder, output_dir=tmp_path / "bf", checkpoint_dir=tmp_path / "ck",
         settings=dict(SETTINGS, learning_rate=1e-3), trainable="bitfit",
     )  # fmt: skip
     after = load_file(tmp_path / "bf" / "model.safetensors")
@@ -277,7 +287,7 @@ def test_bitfit_trains_only_the_biases_and_the_head(tmp_path, tiny_qnli):
     assert summary["n_trainable_parameters"] < 0.01 * sum(w.numel() for w in before.values())
     with pytest.raises(ValueError, match="unknown trainable"):
         classifier.train_classifier(
-            train, model_name_or_path=MODEL, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck2",
+            train, model_name_or_path=encoder, output_dir=tmp_path / "x", checkpoint_dir=tmp_path / "ck2",
             settings=SETTINGS, trainable="head",
         )  # fmt: skip
 

@@ -1,7 +1,7 @@
 """QA featurisation, post-processing, and the training loop (determinism, resumption, preemption), on CPU.
 
-The training tests use the embedded MiniLM with tiny windows and a handful of steps, so the file runs in about a
-minute; they compare loss curves and weights for *exact* equality, which holds on CPU for a fixed thread count.
+The training tests use a small random BERT with MiniLM's tokenizer, tiny windows and a handful of steps; they compare
+loss curves and weights for *exact* equality, which holds on CPU for a fixed thread count.
 """
 
 from __future__ import annotations
@@ -21,6 +21,7 @@ from spurious.core.models import EMBEDDED_MODELS, ModelResolutionError, load_tok
 from spurious.core.train import qa
 from spurious.core.train.checkpoints import MODEL_STATE_FILE
 from spurious.core.train.qa import finetune
+from tests.core.test_workflow import tiny_encoder
 
 MINILM = "embedded:all-MiniLM-L6-v2"
 
@@ -315,6 +316,14 @@ TINY = {
 
 
 @pytest.fixture(scope="module")
+def encoder(tmp_path_factory) -> str:
+    """The training tests' model: a small random BERT with MiniLM's tokenizer (tests/core/test_workflow.py's
+    tiny_encoder). What they check (exact determinism and resumption, hooks, selection) does not depend on MiniLM's
+    weights, and its checkpoints are a few MB where MiniLM's were 270 MB with the optimizer's state."""
+    return str(tiny_encoder(tmp_path_factory.mktemp("encoder")))
+
+
+@pytest.fixture(scope="module")
 def tiny_frames(squad_dev):
     short = squad_dev[squad_dev["context"].str.len() < 400]
     return short.iloc[:10].reset_index(drop=True), short.iloc[200:206].reset_index(drop=True)
@@ -323,14 +332,15 @@ def tiny_frames(squad_dev):
 HOOKS = ("objective_factory", "objective_id", "selection", "extra_validation", "init", "trainable")
 
 
-def _train(frames, tmp: Path, name: str, log=None, **overrides):
-    """A tiny run; ``overrides`` are settings, except the training hooks (``HOOKS``), which are train_qa keywords."""
+def _train(frames, model: str, tmp: Path, name: str, log=None, **overrides):
+    """A tiny run of ``model``; ``overrides`` are settings, except the training hooks (``HOOKS``), which are train_qa
+    keywords."""
     train, valid = frames
     hooks = {k: overrides.pop(k) for k in HOOKS if k in overrides}
     return qa.train_qa(
         train,
         valid,
-        model_name_or_path=MINILM,
+        model_name_or_path=model,
         output_dir=tmp / name / "model",
         checkpoint_dir=tmp / "ckpt" / name,
         settings={**TINY, **overrides},
@@ -352,14 +362,14 @@ def _sigterm_at(step: int):
 
 
 @pytest.fixture(scope="module")
-def reference_run(tiny_frames, tmp_path_factory):
+def reference_run(tiny_frames, tmp_path_factory, encoder):
     tmp = tmp_path_factory.mktemp("qa_ref")
-    return tmp, _train(tiny_frames, tmp, "a")
+    return tmp, _train(tiny_frames, encoder, tmp, "a")
 
 
-def test_training_is_deterministic_and_keeps_the_best_checkpoint(reference_run, tiny_frames):
+def test_training_is_deterministic_and_keeps_the_best_checkpoint(reference_run, tiny_frames, encoder):
     tmp, a = reference_run
-    b = _train(tiny_frames, tmp, "b")
+    b = _train(tiny_frames, encoder, tmp, "b")
     assert [r["loss"] for r in a["train_losses"]] == [r["loss"] for r in b["train_losses"]]
     assert a["validation_losses"] == b["validation_losses"]
     assert [r["step"] for r in a["validation_losses"]] == [3, 6]
@@ -374,25 +384,25 @@ def test_training_is_deterministic_and_keeps_the_best_checkpoint(reference_run, 
     assert state["best_step"] == a["best_step"] and state["settings"]["max_length"] == 64
 
 
-def test_preemption_saves_a_checkpoint_and_resuming_matches_the_uninterrupted_run(reference_run, tiny_frames):
+def test_preemption_saves_a_checkpoint_and_resuming_matches_the_uninterrupted_run(reference_run, tiny_frames, encoder):
     tmp, a = reference_run
     ckpt = tmp / "ckpt" / "c"
     before = signal.getsignal(signal.SIGTERM)
     # 1st segment: SIGTERM after step 1 (between checkpoints) -> a checkpoint at step 1
     with pytest.raises(qa.TrainingPreempted) as exc:
-        _train(tiny_frames, tmp, "c", log=_sigterm_at(1))
+        _train(tiny_frames, encoder, tmp, "c", log=_sigterm_at(1))
     assert exc.value.step == 1 and exc.value.signum == signal.SIGTERM
     assert qa.latest_checkpoint(ckpt).name == "step-00000001"
     assert signal.getsignal(signal.SIGTERM) == before  # the handler is uninstalled afterwards
     # 2nd segment: resumes at 1, SIGTERM at step 3 where an evaluation is due -> evaluation abandoned, checkpoint at 3
     with pytest.raises(qa.TrainingPreempted) as exc:
-        _train(tiny_frames, tmp, "c", log=_sigterm_at(3))
+        _train(tiny_frames, encoder, tmp, "c", log=_sigterm_at(3))
     assert exc.value.step == 3
     assert [p.name for p in ckpt.iterdir()] == ["step-00000003"]  # only the latest is kept
     saved = json.loads((ckpt / "step-00000003" / "state.json").read_text())
     assert saved["last_eval_step"] == 0 and saved["evaluation"] == {}
     # 3rd segment: redoes the evaluation at step 3, then finishes exactly like the uninterrupted run
-    c = _train(tiny_frames, tmp, "c")
+    c = _train(tiny_frames, encoder, tmp, "c")
     assert c["resumed_from_step"] == 3
     assert c["train_losses"] == a["train_losses"]
     assert c["validation_losses"] == a["validation_losses"]
@@ -402,11 +412,11 @@ def test_preemption_saves_a_checkpoint_and_resuming_matches_the_uninterrupted_ru
     assert all(torch.equal(wa[k], wc[k]) for k in wa)
 
 
-def test_a_checkpoint_of_another_run_is_not_resumed(tiny_frames, tmp_path):
+def test_a_checkpoint_of_another_run_is_not_resumed(tiny_frames, tmp_path, encoder):
     with pytest.raises(qa.TrainingPreempted):
-        _train(tiny_frames, tmp_path, "d", log=_sigterm_at(1))
+        _train(tiny_frames, encoder, tmp_path, "d", log=_sigterm_at(1))
     with pytest.raises(RuntimeError, match="different run"):
-        _train(tiny_frames, tmp_path, "d", learning_rate=3e-4)
+        _train(tiny_frames, encoder, tmp_path, "d", learning_rate=3e-4)
 
 
 def test_predict_qa_answers_every_question_from_its_context(reference_run, tiny_frames):
@@ -432,7 +442,7 @@ def test_validation_loss_is_independent_of_batching(reference_run, tokenizer, ti
     assert one == pytest.approx(many, rel=1e-5)
 
 
-def test_width_buckets_change_no_loss_logit_or_prediction(reference_run, tokenizer, tiny_frames, tmp_path):
+def test_width_buckets_change_no_loss_logit_or_prediction(reference_run, tokenizer, tiny_frames, tmp_path, encoder):
     """issue 28: batches padded up to a multiple of the width (``pad_to_multiple_of``; 64 on CUDA by default) instead
     of to their longest window. Padding is masked, so on CPU the validation loss, every window's logits, the
     predictions and a training run agree with exact widths up to float noise."""
@@ -457,7 +467,7 @@ def test_width_buckets_change_no_loss_logit_or_prediction(reference_run, tokeniz
     assert qa.predict_qa(tmp / "a" / "model", tiny_frames[1], settings=dict(settings, pad_to_multiple_of=16)) == (
         qa.predict_qa(tmp / "a" / "model", tiny_frames[1], settings=settings)
     )
-    run = _train(tiny_frames, tmp_path, "bucketed", pad_to_multiple_of=16)
+    run = _train(tiny_frames, encoder, tmp_path, "bucketed", pad_to_multiple_of=16)
     np.testing.assert_allclose(
         [r["loss"] for r in run["train_losses"]], [r["loss"] for r in reference["train_losses"]], rtol=1e-4
     )
@@ -495,7 +505,7 @@ class ScaledCE(torch.nn.Module):
         return {"row_count": torch.tensor(float(len(feature_index)))}
 
     def forward(self, start, end, hidden, batch):
-        assert hidden.shape == (*start.shape, 384)  # MiniLM's last hidden state [B, W, H]
+        assert hidden.shape == (*start.shape, 32)  # the tiny encoder's last hidden state [B, W, H]
         assert batch["row_count"].shape == () and batch["row_count"].device == start.device  # batch_inputs' tensor
         self.calls += 1
         ce = qa.qa_loss(start, end, batch["start_positions"], batch["end_positions"], batch["attention_mask"])
@@ -516,17 +526,16 @@ def _weights(path: Path) -> dict[str, torch.Tensor]:
 
 
 @pytest.fixture(scope="module")
-def objective_run(tiny_frames, tmp_path_factory):
+def objective_run(tiny_frames, encoder, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("qa_objective")
     created: list[ScaledCE] = []
     messages: list[str] = []
-    summary = _train(
-        tiny_frames, tmp, "o", log=messages.append, objective_factory=_scaled_ce_factory(created), objective_id="sce"
-    )
+    summary = _train(tiny_frames, encoder, tmp, "o", log=messages.append, objective_factory=_scaled_ce_factory(created),
+                     objective_id="sce")
     return tmp, summary, created, messages
 
 
-def test_objective_replaces_the_training_loss_and_trains_its_parameters(objective_run, reference_run):
+def test_objective_replaces_the_training_loss_and_trains_its_parameters(objective_run, reference_run, encoder):
     _, o, created, messages = objective_run
     _, a = reference_run
     assert len(created) == 1 and o["steps"] == 6 and o["objective_id"] == "sce"
@@ -534,7 +543,7 @@ def test_objective_replaces_the_training_loss_and_trains_its_parameters(objectiv
     assert 1.0 < float(objective.w.detach()) < 1.01  # AdamW moved it towards 3, about lr per step
     assert int(objective.calls) == 6  # batch 4, no accumulation: one micro-batch per step
     # micro-batches are consecutive slices of the epoch's permutation: feature_index addresses featurize's order
-    assert objective.features.tokenizer_name == MINILM  # the configured name: what infer_feature_logits records
+    assert objective.features.tokenizer_name == encoder  # the configured name: what infer_feature_logits records
     lengths = objective.features.lengths
     assert len(lengths) == 20  # 5 batches per epoch: step 6 is the first of epoch 1
     order = [qa.epoch_order(lengths, batch_size=4, seed=7, epoch=e) for e in (0, 1)]
@@ -551,19 +560,18 @@ def test_objective_replaces_the_training_loss_and_trains_its_parameters(objectiv
     assert o["validation_losses"][0]["loss"] == pytest.approx(a["validation_losses"][0]["loss"], rel=0.05)
 
 
-def test_objective_state_is_checkpointed_and_resumed_exactly(objective_run, tiny_frames):
+def test_objective_state_is_checkpointed_and_resumed_exactly(objective_run, tiny_frames, encoder):
     tmp, o, created, _ = objective_run
     ckpt = tmp / "ckpt" / "p"
     first: list[ScaledCE] = []
     with pytest.raises(qa.TrainingPreempted) as exc:
-        _train(
-            tiny_frames, tmp, "p", log=_sigterm_at(4), objective_factory=_scaled_ce_factory(first), objective_id="sce"
-        )
+        _train(tiny_frames, encoder, tmp, "p", log=_sigterm_at(4), objective_factory=_scaled_ce_factory(first),
+               objective_id="sce")
     assert exc.value.step == 4
     saved = torch.load(ckpt / "step-00000004" / MODEL_STATE_FILE, weights_only=True)
     assert any(k.startswith("objective.") for k in saved) and any(k.startswith("model.") for k in saved)
     second: list[ScaledCE] = []
-    p = _train(tiny_frames, tmp, "p", objective_factory=_scaled_ce_factory(second), objective_id="sce")
+    p = _train(tiny_frames, encoder, tmp, "p", objective_factory=_scaled_ce_factory(second), objective_id="sce")
     assert p["resumed_from_step"] == 4
     assert int(second[0].calls) == 6 and len(second[0].seen) == 2  # 4 calls restored from the checkpoint
     assert torch.equal(second[0].w, created[0].w)  # the scalar and its AdamW moments were restored
@@ -572,22 +580,22 @@ def test_objective_state_is_checkpointed_and_resumed_exactly(objective_run, tiny
     assert all(torch.equal(wo[k], wp[k]) for k in wo)
 
 
-def test_the_objective_is_part_of_the_run_fingerprint(tiny_frames, tmp_path):
+def test_the_objective_is_part_of_the_run_fingerprint(tiny_frames, tmp_path, encoder):
     factory = _scaled_ce_factory([])
     with pytest.raises(ValueError, match="objective_id"):  # an unidentified objective
-        _train(tiny_frames, tmp_path, "f", objective_factory=factory)
+        _train(tiny_frames, encoder, tmp_path, "f", objective_factory=factory)
     with pytest.raises(qa.TrainingPreempted):
-        _train(tiny_frames, tmp_path, "f", log=_sigterm_at(1), objective_factory=factory, objective_id="a")
+        _train(tiny_frames, encoder, tmp_path, "f", log=_sigterm_at(1), objective_factory=factory, objective_id="a")
     with pytest.raises(RuntimeError, match="different run"):
-        _train(tiny_frames, tmp_path, "f", objective_factory=factory, objective_id="b")
+        _train(tiny_frames, encoder, tmp_path, "f", objective_factory=factory, objective_id="b")
     with pytest.raises(RuntimeError, match="different run"):  # a plain run never resumes an objective's checkpoint
-        _train(tiny_frames, tmp_path, "f")
+        _train(tiny_frames, encoder, tmp_path, "f")
     with pytest.raises(RuntimeError, match="different run"):  # nor does a run from scratch weights
-        _train(tiny_frames, tmp_path, "f", objective_factory=factory, objective_id="a", init="scratch")
+        _train(tiny_frames, encoder, tmp_path, "f", objective_factory=factory, objective_id="a", init="scratch")
     # a factory's own .fingerprint identifies it too; without any option the fingerprint is the plain run's
     factory.fingerprint = "sce-v1"
     with pytest.raises(RuntimeError, match="different run"):
-        _train(tiny_frames, tmp_path, "f", objective_factory=factory)
+        _train(tiny_frames, encoder, tmp_path, "f", objective_factory=factory)
     feats = qa.QAFeatures([np.array([1])], None, [np.full((1, 2), -1)], np.array([0]), None, None, ["x"], [""], 0)
     s = qa.resolve_settings(TINY)
     none = {"objective": None, "objective_factory": None, "selection": None, "extra_validation": None}
@@ -634,10 +642,11 @@ def _ood(squad_dev):
 
 
 @pytest.fixture(scope="module")
-def selection_run(tiny_frames, squad_dev, tmp_path_factory):
+def selection_run(tiny_frames, squad_dev, tmp_path_factory, encoder):
     tmp = tmp_path_factory.mktemp("qa_selection")
     fake = FakeSelection([1.0, 3.0, 2.0])
-    summary = _train(tiny_frames, tmp, "s", selection=fake, extra_validation={"ood": _ood(squad_dev)}, **SELECTION_RUN)
+    summary = _train(tiny_frames, encoder, tmp, "s", selection=fake, extra_validation={"ood": _ood(squad_dev)},
+                     **SELECTION_RUN)
     return tmp, summary, fake
 
 
@@ -678,13 +687,13 @@ def test_extra_validation_curves_are_recorded_at_every_evaluation(selection_run,
                               qa.resolve_settings(TINY))
 
 
-def test_selection_state_survives_preemption(selection_run, tiny_frames, squad_dev):
+def test_selection_state_survives_preemption(selection_run, tiny_frames, squad_dev, encoder):
     tmp, s, _ = selection_run
     extra = {"extra_validation": {"ood": _ood(squad_dev)}, **SELECTION_RUN}
     with pytest.raises(qa.TrainingPreempted) as exc:
-        _train(tiny_frames, tmp, "r", log=_sigterm_at(3), selection=FakeSelection([1.0]), **extra)
+        _train(tiny_frames, encoder, tmp, "r", log=_sigterm_at(3), selection=FakeSelection([1.0]), **extra)
     assert exc.value.step == 3
-    r = _train(tiny_frames, tmp, "r", selection=FakeSelection([3.0, 2.0]), **extra)
+    r = _train(tiny_frames, encoder, tmp, "r", selection=FakeSelection([3.0, 2.0]), **extra)
     assert r["resumed_from_step"] == 3
     for key in ("selection_history", "best_step", "best_score", "validation_curves", "train_losses", "stopped_early"):
         assert r[key] == s[key], key
@@ -727,19 +736,19 @@ def test_segment_gap_selection_scores_the_f1_difference(reference_run, tiny_fram
     assert len({select.fingerprint, capped.fingerprint, loose.fingerprint}) == 3
 
 
-def test_trainable_head_trains_only_the_span_head(tiny_frames, tmp_path):
+def test_trainable_head_trains_only_the_span_head(tiny_frames, tmp_path, encoder):
     from spurious.core.models import load_qa_model
 
-    summary = _train(tiny_frames, tmp_path, "head", trainable="head", learning_rate=1e-2)
+    summary = _train(tiny_frames, encoder, tmp_path, "head", trainable="head", learning_rate=1e-2)
     assert summary["trainable"] == "head"
     trained = _weights(tmp_path / "head" / "model")
-    seed_everything_pretrained = load_qa_model(MINILM).state_dict()
-    encoder = [k for k in trained if not k.startswith("qa_outputs.")]
-    assert encoder and all(torch.equal(trained[k], seed_everything_pretrained[k]) for k in encoder)
+    seed_everything_pretrained = load_qa_model(encoder).state_dict()
+    body = [k for k in trained if not k.startswith("qa_outputs.")]
+    assert body and all(torch.equal(trained[k], seed_everything_pretrained[k]) for k in body)
     # the head starts from a seeded random init: retrain with another learning rate to see that it moved
-    other = _train(tiny_frames, tmp_path, "head_b", trainable="head", learning_rate=1e-3)
+    other = _train(tiny_frames, encoder, tmp_path, "head_b", trainable="head", learning_rate=1e-3)
     assert other["train_losses"] != summary["train_losses"]
     moved = _weights(tmp_path / "head_b" / "model")
     assert not torch.equal(moved["qa_outputs.weight"], trained["qa_outputs.weight"])
     with pytest.raises(ValueError, match="unknown trainable"):
-        _train(tiny_frames, tmp_path, "bad", trainable="encoder")
+        _train(tiny_frames, encoder, tmp_path, "bad", trainable="encoder")
