@@ -2,7 +2,8 @@
 the report is rewritten after every variant, the headline rate is real tokens/s, and what was not steady is reported.
 
 The GPU numbers themselves come from a GPU (docs/gpu.md); these check the benchmark's own logic with real runs where
-they are cheap (a few steps of MiniLM) and with rows built by hand where only a GPU makes the numbers (CUDA graphs)."""
+they are cheap (a few steps of a small random BERT) and with rows built by hand where only a GPU makes the numbers
+(CUDA graphs)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import pytest
 
 from benchmarks import bench_train_loop as bench
 from tests.conftest import REPO, SHARED
+from tests.core.test_workflow import tiny_encoder
 
 TINY = ["--questions", "4", "--max-length", "64", "--stride", "32", "--batch-size", "2", "--steps", "3",
         "--warmup", "2", "--threads", "1"]  # fmt: skip
@@ -27,6 +29,7 @@ def test_a_failing_variant_keeps_the_others_and_the_report_is_written_after_each
     env = dict(os.environ, SPURIOUS_DATA_MIRROR=str(SHARED / "data"), SPURIOUS_COMPILE_BACKEND="no_such_backend")
     json_path, md_path = tmp_path / "bench.json", tmp_path / "bench.md"
     command = [sys.executable, str(REPO / "benchmarks" / "bench_train_loop.py"), *TINY,
+               "--model", str(tiny_encoder(tmp_path)),
                "--variants", "trainer_compiled,trainer_tuned", "--json", str(json_path), "--markdown", str(md_path)]
     partial = None
     with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env) as proc:
