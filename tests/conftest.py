@@ -27,7 +27,9 @@ os.environ.setdefault("SPURIOUS_CHECK_FIGURES", "1")
 XDIST_WORKER = os.environ.get("PYTEST_XDIST_WORKER")
 WORKFLOW_CORES = "1" if XDIST_WORKER else "2"
 if XDIST_WORKER:
-    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+    # TORCHINDUCTOR_COMPILE_THREADS: inductor compiles its kernels in the process itself, not in a pool of one
+    # subprocess per core that each import torch (about 6 s of CPU more for a cold compilation on 2 cores)
+    for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "TORCHINDUCTOR_COMPILE_THREADS"):
         os.environ[_var] = "1"
 
 
