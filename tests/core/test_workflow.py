@@ -67,8 +67,8 @@ def tiny_encoder(tmp: Path) -> Path:
 
     The workflows that test plumbing (which jobs run, what they read and write, what a report shows) train it instead
     of MiniLM: a few steps teach neither model anything, and its forward and backward passes cost next to nothing,
-    where MiniLM's were most of each training job. ``make demo`` and the minimal configs' run
-    (tests/core/test_minimal_configs.py) keep MiniLM, the package-shipped model."""
+    where MiniLM's were most of each training job. ``make demo``, the minimal configs' lexical model
+    (tests/core/test_minimal_configs.py) and the audit tests keep MiniLM, the package-shipped model."""
     import torch
     from transformers import BertConfig, BertModel
 
@@ -313,7 +313,7 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
     records = {(r.kind, r.name): r for r in hub.read_records(res)}
     dev = records[("dataset", "squad/dev")]
     assert dev.source == "file" and dev.sha256 == hashlib.sha256(Path(dev.local_path).read_bytes()).hexdigest()
-    # a local folder (MiniLM's record, from its package: tests/core/test_minimal_configs.py)
+    # a local folder (MiniLM's record, from its package: tests/core/test_minimal_configs.py, the lexical model)
     encoder = records[("model", str(work / "tiny_encoder"))]
     assert encoder.source == "local" and summary["resolved_model"] == encoder.local_path and encoder.revision is None
     assert set(encoder.files) == {"config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json"}
