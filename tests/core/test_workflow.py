@@ -67,8 +67,8 @@ def tiny_encoder(tmp: Path) -> Path:
 
     The workflows that test plumbing (which jobs run, what they read and write, what a report shows) train it instead
     of MiniLM: a few steps teach neither model anything, and its forward and backward passes cost next to nothing,
-    where MiniLM's were most of each training job. ``make demo``, the minimal configs' lexical model
-    (tests/core/test_minimal_configs.py) and the audit tests keep MiniLM, the package-shipped model."""
+    where MiniLM's were most of each training job. ``make demo`` and the minimal configs' lexical model
+    (tests/core/test_minimal_configs.py) keep MiniLM, the package-shipped model."""
     import torch
     from transformers import BertConfig, BertModel
 
