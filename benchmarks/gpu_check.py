@@ -26,14 +26,14 @@ On one H100 or H200 (or any CUDA card) it calls the same entry points the workfl
   variant that failed is a failed expectation (the others' rows stand).
 
 It writes ``gpu_check.json`` and ``gpu_check.md`` (time, the check's numbers, peak device memory per check; the card,
-torch, transformers, CUDA) to ``--out``, after every check (a run cut short keeps what ran). Any error stops it with the
-traceback and a non-zero exit, after writing what ran; a failed assertion (``qa_cuda_defaults``, ``losses_vs_eager``) is
-recorded and the checks go on, and the run exits non-zero at the end. ``--quick`` runs the same checks with tiny sizes
-(a few steps, a few dozen examples) on the CPU in about a minute, the CUDA-only ones listed as skipped with the reason;
-``make test`` runs it (tests/core/test_gpu_check.py), with ``--model`` set to a small random BERT (every check, and the
-benchmark, then train that model instead of MiniLM). Compilations go to one inductor cache, fresh for the run
-(``TORCHINDUCTOR_CACHE_DIR`` unless set), so the benchmark's compile seconds may include hits from the checks before it
-(its report says so).
+torch, transformers, CUDA, the model) to ``--out``, after every check (a run cut short keeps what ran). Any error stops
+it with the traceback and a non-zero exit, after writing what ran; a failed assertion (``qa_cuda_defaults``,
+``losses_vs_eager``) is recorded and the checks go on, and the run exits non-zero at the end. ``--quick`` runs the same
+checks with tiny sizes (a few steps, a few dozen examples) on the CPU in about a minute, the CUDA-only ones listed as
+skipped with the reason; ``make test`` runs it (tests/core/test_gpu_check.py), with ``--model`` set to a small random
+BERT (every check, and the benchmark, then train that model instead of MiniLM). Compilations go to one inductor cache,
+fresh for the run (``TORCHINDUCTOR_CACHE_DIR`` unless set), so the benchmark's compile seconds may include hits from the
+checks before it (its report says so).
 
 Run on a GPU node: ``make gpu-check`` (or ``python benchmarks/gpu_check.py --out results/gpu_check``) with the data
 mirror in ``SPURIOUS_DATA_MIRROR`` (or ``--data``). Budget: under 8 minutes on one H100/H200, start-up excluded
