@@ -309,7 +309,7 @@ def test_tiny_run_outputs_exist_parse_and_agree(tiny_run):
     summary = json.loads((res / "models/tiny/seed0/training.json").read_text())
     assert summary["steps"] == 6
 
-    # where the data and the model came from: the file's sha256, the package's model loaded through its record
+    # where the data and the model came from: the file's sha256, the model folder loaded through its record
     records = {(r.kind, r.name): r for r in hub.read_records(res)}
     dev = records[("dataset", "squad/dev")]
     assert dev.source == "file" and dev.sha256 == hashlib.sha256(Path(dev.local_path).read_bytes()).hexdigest()
