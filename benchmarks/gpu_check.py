@@ -257,7 +257,7 @@ def run_checks(args: argparse.Namespace, work: Path, checker: Checker) -> None:
         """20 steps at dropout 0 in bf16: compiled, packed, and both, against eager padded steps."""
         from spurious.core.models import load_qa_model, load_tokenizer
 
-        folder = work / "minilm_dropout0"
+        folder = work / "model_dropout0"
         torch.manual_seed(0)  # the new QA head
         model = load_qa_model(model_name)
         model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.0
