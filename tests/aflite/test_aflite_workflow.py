@@ -16,13 +16,12 @@ from spurious.aflite import text as aflite_text
 from spurious.core.data import classification
 from spurious.core.train import classifier
 from tests.aflite.test_aflite_ood import write_hans
-from tests.conftest import REPO, SHARED, WORKFLOW_CORES
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES, tiny_encoder
 from tests.core.test_workflow import (
     _resources_by_rule,
     assert_no_gpu_without_the_profile,
     job_counts,
     snakemake,
-    tiny_encoder,
 )
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
@@ -199,7 +198,7 @@ def _tiny_text_config(tmp):
                              # scored instance go, so n decides
                              "filters": {"sized": {"n": 150, "tau": 0.0}}},
                 },
-                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                # the plumbing on a tiny random BERT (tests.conftest.tiny_encoder), not MiniLM
                 "representation": {"checkpoint": encoder, "max_length": 48, "device": "cpu",
                                    "warmup": {"fraction": 0.1, "training": training}},
                 "models": {"tinybert": {"checkpoint": encoder, "paper_name": "RoBERTa",

@@ -15,8 +15,7 @@ import sys
 import pytest
 
 from benchmarks import bench_train_loop as bench
-from tests.conftest import REPO, SHARED
-from tests.core.test_workflow import tiny_encoder
+from tests.conftest import REPO, SHARED, tiny_encoder
 
 TINY = ["--questions", "4", "--max-length", "64", "--stride", "32", "--batch-size", "2", "--steps", "3",
         "--warmup", "2", "--threads", "1"]  # fmt: skip

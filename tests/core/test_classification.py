@@ -14,8 +14,7 @@ import torch
 from spurious.core.data import classification
 from spurious.core.data.squad import DataValidationError
 from spurious.core.train import classifier
-from tests.conftest import SHARED
-from tests.core.test_workflow import tiny_encoder
+from tests.conftest import SHARED, tiny_encoder
 
 QNLI_DEV = SHARED / "data" / "qnli" / "validation" / "0000.parquet"
 SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
@@ -189,7 +188,7 @@ def tiny_qnli():
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory) -> Path:
-    """The training tests' model: a small random BERT (tests/core/test_workflow.py's tiny_encoder); what they check
+    """The training tests' model: a small random BERT (tests/conftest.py's tiny_encoder); what they check
     (determinism, loss weights, exact resumption, BitFit's trainable set) does not depend on MiniLM's weights."""
     return tiny_encoder(tmp_path_factory.mktemp("encoder"))
 

@@ -10,8 +10,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import REPO, SHARED
-from tests.core.test_workflow import tiny_encoder
+from tests.conftest import REPO, SHARED, tiny_encoder
 
 CHECKS = ["qa", "qa_cuda_defaults", "losses_vs_eager", "bias_model", "feature_logits", "resam", "lmix", "creg",
           "classifier", "prompt_classifier", "lexical_reweight", "weighted_classifier", "bilstm", "icl", "aflite",

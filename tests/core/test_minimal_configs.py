@@ -15,8 +15,8 @@ import pytest
 import yaml
 
 from spurious.core.data import hub
-from tests.conftest import SHARED, SQUAD_DEV, WORKFLOW_CORES
-from tests.core.test_workflow import snakemake, tiny_encoder
+from tests.conftest import SHARED, SQUAD_DEV, WORKFLOW_CORES, tiny_encoder
+from tests.core.test_workflow import snakemake
 
 SST2_DEV = SHARED / "data" / "sst2" / "dev.tsv"
 OWN = "embedded:all-MiniLM-L6-v2"
@@ -37,7 +37,7 @@ def _squad_file(path: Path, articles: range, questions: int) -> None:
 def minimal_config(folder: Path) -> dict[str, Any]:
     """Tiny real data (SQuAD dev: 16 training and 10 validation questions; SST-2 dev: 24 sentences, a quarter of each
     label held out), and one model per track with nothing but its required keys: MiniLM, the package-shipped model,
-    except for QA, a small random BERT (tests/core/test_workflow.py's tiny_encoder; MiniLM's QA steps at the default
+    except for QA, a small random BERT (tests/conftest.py's tiny_encoder; MiniLM's QA steps at the default
     384 tokens would be most of the run)."""
     _squad_file(folder / "train.json", range(0, 4), 4)
     _squad_file(folder / "validation.json", range(5, 7), 5)

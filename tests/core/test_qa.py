@@ -21,7 +21,7 @@ from spurious.core.models import EMBEDDED_MODELS, ModelResolutionError, load_tok
 from spurious.core.train import qa
 from spurious.core.train.checkpoints import MODEL_STATE_FILE
 from spurious.core.train.qa import finetune
-from tests.core.test_workflow import tiny_encoder
+from tests.conftest import tiny_encoder
 
 MINILM = "embedded:all-MiniLM-L6-v2"
 
@@ -317,7 +317,7 @@ TINY = {
 
 @pytest.fixture(scope="module")
 def encoder(tmp_path_factory) -> str:
-    """The training tests' model: a small random BERT with MiniLM's tokenizer (tests/core/test_workflow.py's
+    """The training tests' model: a small random BERT with MiniLM's tokenizer (tests/conftest.py's
     tiny_encoder). What they check (exact determinism and resumption, hooks, selection) does not depend on MiniLM's
     weights, and its checkpoints are a few MB where MiniLM's were 270 MB with the optimizer's state."""
     return str(tiny_encoder(tmp_path_factory.mktemp("encoder")))

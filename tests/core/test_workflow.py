@@ -24,7 +24,7 @@ import yaml
 
 from spurious.core import provenance
 from spurious.core.data import hub
-from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES
+from tests.conftest import REPO, SHARED, SQUAD_DEV, WORKFLOW_CORES, tiny_encoder
 
 SNAKEMAKE = [sys.executable, "-m", "snakemake"]
 TINY_ARTICLES = range(1, 8)  # Warsaw .. Southern_California: 207 questions in their first 6 paragraphs
@@ -60,29 +60,6 @@ def job_counts(output: str) -> dict[str, int]:
         if m and m.group(1) != "total":
             counts[m.group(1)] = int(m.group(2))
     return counts
-
-
-def tiny_encoder(tmp: Path) -> Path:
-    """A randomly initialised 2-layer BERT (hidden size 32) with MiniLM's tokenizer, saved as a checkpoint folder.
-
-    The workflows that test plumbing (which jobs run, what they read and write, what a report shows) train it instead
-    of MiniLM: a few steps teach neither model anything, and its forward and backward passes cost next to nothing,
-    where MiniLM's were most of each training job. ``make demo`` and the minimal configs' lexical model
-    (tests/core/test_minimal_configs.py) keep MiniLM, the package-shipped model."""
-    import torch
-    from transformers import BertConfig, BertModel
-
-    from spurious.core.models import load_tokenizer
-
-    folder = tmp / "tiny_encoder"
-    if not folder.is_dir():
-        tokenizer = load_tokenizer("embedded:all-MiniLM-L6-v2")
-        torch.manual_seed(0)
-        BertModel(BertConfig(vocab_size=tokenizer.vocab_size, hidden_size=32, num_hidden_layers=2,
-                             num_attention_heads=2, intermediate_size=64, max_position_embeddings=512,
-                             architectures=["BertModel"])).save_pretrained(folder)  # fmt: skip
-        tokenizer.save_pretrained(folder)
-    return folder
 
 
 def tiny_config(tmp: Path, paragraphs: int = 6, encoder: Path | None = None, **training) -> Path:

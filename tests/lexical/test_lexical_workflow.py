@@ -14,13 +14,12 @@ import yaml
 from spurious.core.data import classification
 from spurious.lexical import features as lexical
 from spurious.lexical import reweight
-from tests.conftest import REPO, SHARED, WORKFLOW_CORES
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES, tiny_encoder
 from tests.core.test_workflow import (
     _resources_by_rule,
     assert_no_gpu_without_the_profile,
     job_counts,
     snakemake,
-    tiny_encoder,
 )
 from tests.rehearse.reordered import write_reordered
 
@@ -95,7 +94,7 @@ def _tiny_config(tmp):
             "reweight": {"min_count": 5, "max_steps": 200},
             "bigrams": {"n": 20, "seed": 0},
             "models": {
-                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                # the plumbing on a tiny random BERT (tests.conftest.tiny_encoder), not MiniLM
                 "tinybert": {"checkpoint": str(tiny_encoder(tmp)), "seeds": [0], "training": training},
                 # the paper's no-pretraining control, tiny: CBOW + BiLSTM on the q-weighted training data
                 "lstm": {"init": "bilstm", "seeds": [0], "weightings": ["q"], "paper_name": "lstm",

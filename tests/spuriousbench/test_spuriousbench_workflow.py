@@ -11,13 +11,12 @@ import pytest
 import yaml
 
 from spurious.spuriousbench import construction as sb
-from tests.conftest import REPO, SHARED, WORKFLOW_CORES
+from tests.conftest import REPO, SHARED, WORKFLOW_CORES, tiny_encoder
 from tests.core.test_workflow import (
     _resources_by_rule,
     assert_no_gpu_without_the_profile,
     job_counts,
     snakemake,
-    tiny_encoder,
 )
 
 SST2 = SHARED / "data" / "sst2"
@@ -112,7 +111,7 @@ def _tiny_config(tmp):
                 },
             },
             "models": {
-                # the plumbing on a tiny random BERT (tests.core.test_workflow.tiny_encoder), not MiniLM
+                # the plumbing on a tiny random BERT (tests.conftest.tiny_encoder), not MiniLM
                 "tinybert": {"checkpoint": encoder, "seeds": [0], "methods": ["finetune", "balanced"],
                              "paper_name": "tiny BERT", "training": TRAINING},
                 "random": {"checkpoint": encoder, "init": "scratch", "seeds": [0],

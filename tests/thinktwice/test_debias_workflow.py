@@ -14,7 +14,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from tests.conftest import WORKFLOW_CORES
+from tests.conftest import WORKFLOW_CORES, tiny_encoder
 from tests.core.test_workflow import (
     SNAKEMAKE,
     _env,
@@ -22,7 +22,6 @@ from tests.core.test_workflow import (
     job_counts,
     snakemake,
     tiny_config,
-    tiny_encoder,
     workflow_copy,
 )
 
